@@ -1,0 +1,257 @@
+//! The GpuWorker: one per pinned device. It owns the device's evaluator, and everything that runs
+//! on that GPU (verification, timing, profiling) goes through it one message at a time: its
+//! handlers are atomic, so a profile never overlaps a timing on the same device.
+
+use std::rc::Rc;
+
+use actix::prelude::*;
+use tokio::sync::watch;
+
+use crate::collector::{Collector, Record};
+use crate::journal::{Event, Step};
+use crate::model::{CandidateId, DeviceId, TimeOutcome, VerifyOutcome};
+use crate::ports::{
+    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, ProfileError, ProfileJob, ProfileSummary,
+};
+use crate::profiler::{Profiler, RunProfile};
+
+/// Verify a candidate and, when it passes, time it.
+#[derive(Message)]
+#[rtype(result = "Evaluated")]
+pub struct Evaluate {
+    pub job: EvalJob,
+    pub parent: Option<CandidateId>,
+    pub round: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Evaluated {
+    pub verify: Result<VerifyOutcome, EvalError>,
+    pub time: Option<Result<TimeOutcome, EvalError>>,
+}
+
+/// Profile a kernel on this worker's device, holding the device for the whole profile.
+#[derive(Message)]
+#[rtype(result = "Result<ProfileSummary, ProfileError>")]
+pub struct Profile {
+    pub job: ProfileJob,
+    pub round: u32,
+}
+
+/// End the device's children; answered once they are gone.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ShutdownWorker;
+
+pub struct GpuWorker {
+    device: DeviceId,
+    factory: Rc<dyn EvaluatorFactory>,
+    evaluator: Option<Box<dyn DeviceEvaluator>>,
+    profiler: Option<Addr<Profiler>>,
+    collector: Addr<Collector>,
+    stop: watch::Receiver<bool>,
+}
+
+impl GpuWorker {
+    pub fn new(
+        device: DeviceId,
+        factory: Rc<dyn EvaluatorFactory>,
+        profiler: Option<Addr<Profiler>>,
+        collector: Addr<Collector>,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
+        GpuWorker {
+            device,
+            factory,
+            evaluator: None,
+            profiler,
+            collector,
+            stop,
+        }
+    }
+
+    /// The evaluator leaves the actor for the duration of a step and comes back with its result;
+    /// the atomic handler guarantees no other step wants it meanwhile.
+    fn take_evaluator(&mut self) -> Box<dyn DeviceEvaluator> {
+        self.evaluator
+            .take()
+            .unwrap_or_else(|| self.factory.start(self.device))
+    }
+}
+
+impl Actor for GpuWorker {
+    type Context = Context<Self>;
+}
+
+struct StepLog {
+    collector: Addr<Collector>,
+    candidate: CandidateId,
+    parent: Option<CandidateId>,
+    round: u32,
+    device: DeviceId,
+}
+
+impl StepLog {
+    fn started(&self, step: Step) {
+        self.collector.do_send(Record(Event::StepStarted {
+            candidate: self.candidate,
+            parent: self.parent,
+            round: self.round,
+            device: self.device,
+            step,
+        }));
+    }
+
+    fn verified(&self, outcome: &Result<VerifyOutcome, EvalError>) {
+        let (provenance, verdict, error) = match outcome {
+            Ok(outcome) => (
+                Some(outcome.provenance),
+                Some(outcome.verdict.clone()),
+                None,
+            ),
+            Err(error) => (None, None, Some(error.to_string())),
+        };
+        self.finished(Step::Verify, provenance, verdict, None, error);
+    }
+
+    fn timed(&self, outcome: &Result<TimeOutcome, EvalError>) {
+        match outcome {
+            Ok(outcome) => self.finished(
+                Step::Time,
+                Some(outcome.provenance),
+                None,
+                Some(outcome.timing.median_ms),
+                None,
+            ),
+            Err(error) => self.finished(Step::Time, None, None, None, Some(error.to_string())),
+        }
+    }
+
+    fn finished(
+        &self,
+        step: Step,
+        provenance: Option<crate::model::Provenance>,
+        verdict: Option<crate::model::Verdict>,
+        time_ms: Option<f64>,
+        error: Option<String>,
+    ) {
+        self.collector.do_send(Record(Event::StepFinished {
+            candidate: self.candidate,
+            parent: self.parent,
+            round: self.round,
+            device: self.device,
+            step,
+            provenance,
+            verdict,
+            time_ms,
+            error,
+        }));
+    }
+}
+
+/// Resolves when the run is told to stop.
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopping| *stopping).await;
+}
+
+impl Handler<Evaluate> for GpuWorker {
+    type Result = AtomicResponse<Self, Evaluated>;
+
+    fn handle(&mut self, message: Evaluate, _: &mut Context<Self>) -> Self::Result {
+        let mut evaluator = self.take_evaluator();
+        let log = StepLog {
+            collector: self.collector.clone(),
+            candidate: message.job.candidate,
+            parent: message.parent,
+            round: message.round,
+            device: self.device,
+        };
+        let stop = self.stop.clone();
+        let job = message.job;
+        let work = async move {
+            let outcome = {
+                let steps = async {
+                    log.started(Step::Verify);
+                    let verify = evaluator.verify(&job).await;
+                    log.verified(&verify);
+                    let passed = matches!(&verify, Ok(outcome) if outcome.verdict.passed());
+                    if !passed {
+                        return Evaluated { verify, time: None };
+                    }
+                    log.started(Step::Time);
+                    let time = evaluator.time(&job).await;
+                    log.timed(&time);
+                    Evaluated {
+                        verify,
+                        time: Some(time),
+                    }
+                };
+                tokio::select! {
+                    evaluated = steps => evaluated,
+                    () = stopped(stop) => Evaluated {
+                        verify: Err(EvalError::Rejected("the run is stopping".into())),
+                        time: None,
+                    },
+                }
+            };
+            (evaluator, outcome)
+        };
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            |(evaluator, outcome), worker, _| {
+                worker.evaluator = Some(evaluator);
+                outcome
+            },
+        )))
+    }
+}
+
+impl Handler<Profile> for GpuWorker {
+    type Result = AtomicResponse<Self, Result<ProfileSummary, ProfileError>>;
+
+    fn handle(&mut self, message: Profile, _: &mut Context<Self>) -> Self::Result {
+        let log = StepLog {
+            collector: self.collector.clone(),
+            candidate: message.job.candidate,
+            parent: None,
+            round: message.round,
+            device: self.device,
+        };
+        let profiler = self.profiler.clone();
+        let work = async move {
+            let Some(profiler) = profiler else {
+                return Err(ProfileError::Unavailable(
+                    "profiling is switched off for this run".into(),
+                ));
+            };
+            log.started(Step::Profile);
+            let result = profiler
+                .send(RunProfile(message.job))
+                .await
+                .unwrap_or_else(|_| Err(ProfileError::Failed("the profiler actor is gone".into())));
+            let error = result.as_ref().err().map(ToString::to_string);
+            log.finished(
+                Step::Profile,
+                None,
+                None,
+                result.as_ref().ok().and_then(|p| p.duration_ms),
+                error,
+            );
+            result
+        };
+        AtomicResponse::new(Box::pin(work.into_actor(self)))
+    }
+}
+
+impl Handler<ShutdownWorker> for GpuWorker {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, _: ShutdownWorker, _: &mut Context<Self>) -> Self::Result {
+        let evaluator = self.evaluator.take();
+        let work = async move {
+            if let Some(mut evaluator) = evaluator {
+                evaluator.shutdown().await;
+            }
+        };
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(|(), _, ctx| ctx.stop())))
+    }
+}

@@ -1,0 +1,47 @@
+//! The LlmBroker: all LLM traffic goes through it. It caps the requests in flight; the provider
+//! behind the `LlmProvider` port does the protocol, retries and accounting.
+
+use std::rc::Rc;
+
+use actix::prelude::*;
+use tokio::sync::Semaphore;
+
+use crate::ports::{LlmError, LlmProvider, LlmReply, LlmRequest};
+
+#[derive(Message)]
+#[rtype(result = "Result<LlmReply, LlmError>")]
+pub struct Propose(pub LlmRequest);
+
+pub struct LlmBroker {
+    provider: Rc<dyn LlmProvider>,
+    in_flight: Rc<Semaphore>,
+}
+
+impl LlmBroker {
+    pub fn new(provider: Rc<dyn LlmProvider>, max_inflight: usize) -> Self {
+        LlmBroker {
+            provider,
+            in_flight: Rc::new(Semaphore::new(max_inflight.max(1))),
+        }
+    }
+}
+
+impl Actor for LlmBroker {
+    type Context = Context<Self>;
+}
+
+impl Handler<Propose> for LlmBroker {
+    type Result = ResponseFuture<Result<LlmReply, LlmError>>;
+
+    fn handle(&mut self, message: Propose, _: &mut Context<Self>) -> Self::Result {
+        let provider = self.provider.clone();
+        let in_flight = self.in_flight.clone();
+        Box::pin(async move {
+            let _permit = in_flight
+                .acquire()
+                .await
+                .map_err(|_| LlmError::Failed("the broker is closed".into()))?;
+            provider.complete(message.0).await
+        })
+    }
+}

@@ -1,0 +1,123 @@
+//! Plain data shared by the actors and the adapters: devices, candidates, verdicts, timings.
+//! Nothing here does I/O.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// A device a GpuWorker is pinned to: an nvidia-smi index on NVIDIA, a HIP id on AMD, a simulated
+/// slot on the noop platform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct DeviceId(pub u32);
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Candidates are numbered over the whole run: 0 is the initial kernel, proposals count from 1
+/// in order of parent, then proposal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct CandidateId(pub u64);
+
+impl CandidateId {
+    pub const INITIAL: CandidateId = CandidateId(0);
+}
+
+impl fmt::Display for CandidateId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A kernel's Python source. Cheap to clone; compared by content.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSource(Arc<str>);
+
+impl KernelSource {
+    pub fn new(text: impl Into<Arc<str>>) -> Self {
+        KernelSource(text.into())
+    }
+
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// A stable 64-bit FNV-1a digest of the source. Stable across Rust versions and runs, unlike
+    /// `DefaultHasher`, because the noop platform's simulated figures and the journal depend on it.
+    pub fn digest(&self) -> u64 {
+        fnv1a(self.0.as_bytes())
+    }
+}
+
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The outcome of checking a candidate against the PyTorch reference.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "verdict", rename_all = "snake_case")]
+pub enum Verdict {
+    Passed { max_abs_err: f64, max_rel_err: f64 },
+    Failed { reason: String },
+}
+
+impl Verdict {
+    pub fn passed(&self) -> bool {
+        matches!(self, Verdict::Passed { .. })
+    }
+}
+
+/// Device time of one candidate: the median of the timed runs and their spread.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Timing {
+    pub median_ms: f64,
+    pub min_ms: f64,
+    pub max_ms: f64,
+    pub samples: u32,
+}
+
+/// Whether a figure was measured on a device or modelled by the noop platform. Every verdict and
+/// time carries it so that a simulated number is never mistaken for a measured one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Provenance {
+    Measured,
+    Simulated,
+}
+
+/// What the platform's evaluator said about one verification step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifyOutcome {
+    pub verdict: Verdict,
+    pub provenance: Provenance,
+}
+
+/// What the platform's evaluator said about one timing step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeOutcome {
+    pub timing: Timing,
+    pub provenance: Provenance,
+}
+
+/// A kernel that was verified and timed: a beam member or a candidate for one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RankedKernel {
+    pub id: CandidateId,
+    pub source: KernelSource,
+    pub time_ms: f64,
+}
+
+/// How long an evaluation step may take before the Watchdog ends it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepDeadline(pub Duration);

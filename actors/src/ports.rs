@@ -1,0 +1,203 @@
+//! The ports: the only ways the actors reach GPUs, profilers, the network, the disk and signals.
+//! `src/` implements them (adapters); tests implement them with fakes. Every future here is
+//! local: an actix System runs on one thread, so nothing needs to be `Send`.
+
+use std::future::Future;
+use std::io;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::{Duration, SystemTime};
+
+use crate::journal::JournalRecord;
+use crate::model::{CandidateId, DeviceId, KernelSource, TimeOutcome, VerifyOutcome};
+
+pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
+
+/// A candidate handed to a device: its source is already in `folder/kernel.py`, written by the
+/// Collector, and every file the evaluation produces goes under `folder`.
+#[derive(Clone, Debug)]
+pub struct EvalJob {
+    pub candidate: CandidateId,
+    pub source: KernelSource,
+    pub folder: PathBuf,
+    pub deadline: Duration,
+}
+
+/// Why an evaluation step did not produce a verdict or a time. Every variant costs only the
+/// candidate at hand: the adapter restarts whatever it needs before the next call.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    #[error("evaluator crashed: {reason}")]
+    Crashed { reason: String },
+    #[error("evaluation exceeded its deadline of {0:?} and was killed")]
+    TimedOut(Duration),
+    #[error("evaluator could not start: {0}")]
+    Start(String),
+    #[error("evaluator rejected the request: {0}")]
+    Rejected(String),
+}
+
+/// One device's evaluator. The GpuWorker owns it and calls it one step at a time.
+pub trait DeviceEvaluator {
+    fn verify<'a>(
+        &'a mut self,
+        job: &'a EvalJob,
+    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>>;
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>>;
+    /// Ends the device's child processes; called once, before the worker acknowledges shutdown.
+    fn shutdown(&mut self) -> LocalFuture<'_, ()>;
+}
+
+/// Makes a fresh evaluator for a device: at start and after a worker restart.
+pub trait EvaluatorFactory {
+    fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator>;
+}
+
+/// A kernel to profile on a device, while its GpuWorker holds the device.
+#[derive(Clone, Debug)]
+pub struct ProfileJob {
+    pub candidate: CandidateId,
+    pub source: KernelSource,
+    pub folder: PathBuf,
+    pub device: DeviceId,
+}
+
+/// What a profile taught: a bottleneck verdict for the prompts and the figures for the journal.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfileSummary {
+    pub bottleneck: String,
+    /// Sentences for the optimization prompt: the roofline verdict and its evidence.
+    pub analysis: String,
+    pub duration_ms: Option<f64>,
+    pub details: serde_json::Value,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    /// This kernel's profile failed; the next one may work.
+    #[error("profile failed: {0}")]
+    Failed(String),
+    /// No profile can work in this run (no counter permission, profiler missing): stop profiling.
+    #[error("profiling is unavailable for this run: {0}")]
+    Unavailable(String),
+}
+
+pub trait KernelProfiler {
+    fn profile(
+        self: Rc<Self>,
+        job: ProfileJob,
+    ) -> LocalFuture<'static, Result<ProfileSummary, ProfileError>>;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    Optimize,
+    Analysis,
+    Refine,
+    Reflexion,
+}
+
+#[derive(Clone, Debug)]
+pub struct LlmRequest {
+    pub request_id: String,
+    pub kind: RequestKind,
+    pub candidate: CandidateId,
+    pub system: String,
+    pub prompt: String,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LlmReply {
+    pub text: String,
+    /// The Python code block that defines `kernel_function`, when the reply has one.
+    pub code: Option<KernelSource>,
+    pub truncated: bool,
+    pub usage: Option<TokenUsage>,
+    pub cost_usd: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LlmError {
+    /// The provider has nothing more to say (the replay provider after its last file).
+    #[error("llm provider is exhausted")]
+    Exhausted,
+    /// The provider refused the credentials: the run cannot go on.
+    #[error("llm provider refused the credentials: {0}")]
+    Auth(String),
+    /// The next request could take the run past its budget: no request is sent.
+    #[error("llm budget reached: {0}")]
+    BudgetReached(String),
+    #[error("llm request failed: {0}")]
+    Failed(String),
+}
+
+pub trait LlmProvider {
+    fn complete(
+        self: Rc<Self>,
+        request: LlmRequest,
+    ) -> LocalFuture<'static, Result<LlmReply, LlmError>>;
+}
+
+/// What an optimization prompt is built from.
+#[derive(Clone, Debug)]
+pub struct ProposalContext {
+    pub candidate: CandidateId,
+    pub round: u32,
+    pub parent: CandidateId,
+    pub parent_source: KernelSource,
+    pub parent_time_ms: f64,
+    pub best_time_ms: f64,
+    pub initial_time_ms: f64,
+    /// Which of the parent's proposals this is (0-based): each takes a different bottleneck.
+    pub proposal_index: u32,
+    pub profile: Option<ProfileSummary>,
+}
+
+pub trait PromptBuilder {
+    /// Returns the system prompt and the user prompt.
+    fn optimization(&self, context: &ProposalContext) -> Result<(String, String), String>;
+}
+
+/// The run directory. Only the Collector calls it, from a thread of its own, so its methods may
+/// block on the disk.
+pub trait RunStore: Send {
+    /// Appends one record to the journal, flushed and synced before it returns.
+    fn append(&mut self, record: &JournalRecord) -> io::Result<()>;
+    fn create_candidate_folder(&mut self, id: CandidateId) -> io::Result<PathBuf>;
+    fn write_candidate_file(
+        &mut self,
+        id: CandidateId,
+        name: &str,
+        contents: &str,
+    ) -> io::Result<()>;
+    fn write_best_kernel(&mut self, source: &str) -> io::Result<()>;
+    fn write_report(&mut self, markdown: &str) -> io::Result<()>;
+}
+
+/// Where progress goes for the person watching: plain lines or JSON events.
+pub trait ProgressSink: Send {
+    fn record(&mut self, record: &JournalRecord);
+}
+
+/// The one clock every timestamp of a run comes from; tests replace it.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> SystemTime;
+}
+
+/// A process group that the Watchdog may signal, as plain data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupId(pub i32);
+
+/// Sends signals to process groups: the only way the actors end a child.
+pub trait GroupSignaller {
+    fn terminate(&self, group: GroupId);
+    fn kill(&self, group: GroupId);
+}

@@ -1,0 +1,282 @@
+//! report.md, built from the journal's records alone: whatever the report says, the journal
+//! shows how it was reached.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use crate::journal::{Event, JournalRecord, RunOutcome, Step};
+use crate::model::{CandidateId, DeviceId};
+
+#[derive(Clone, Debug, Default)]
+struct RoundRow {
+    proposed: u32,
+    verified: u32,
+    failed: u32,
+    duplicates: u32,
+    failures: Vec<String>,
+    best_candidate: Option<CandidateId>,
+    best_ms: Option<f64>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct DeviceTime {
+    name: String,
+    busy: Duration,
+    open: BTreeMap<(CandidateId, &'static str), SystemTime>,
+}
+
+/// Everything the report needs, accumulated record by record.
+#[derive(Clone, Debug, Default)]
+pub struct RunSummary {
+    started: Option<SystemTime>,
+    finished: Option<SystemTime>,
+    configuration: Vec<(String, String)>,
+    simulated: bool,
+    initial_ms: Option<f64>,
+    rounds: BTreeMap<u32, RoundRow>,
+    devices: BTreeMap<DeviceId, DeviceTime>,
+    outcome: Option<(RunOutcome, String)>,
+    best: Option<(CandidateId, f64)>,
+    worker_deaths: Vec<String>,
+    profiling_note: Option<String>,
+}
+
+fn step_key(step: Step) -> &'static str {
+    match step {
+        Step::Verify => "verify",
+        Step::Time => "time",
+        Step::Profile => "profile",
+    }
+}
+
+impl RunSummary {
+    pub fn observe(&mut self, record: &JournalRecord) {
+        match &record.event {
+            Event::RunStarted {
+                strategy,
+                platform,
+                simulated,
+                search,
+                num_top_kernels,
+                num_bottlenecks,
+                max_rounds,
+                devices,
+            } => {
+                self.started = Some(record.t);
+                self.simulated = *simulated;
+                self.configuration = vec![
+                    ("strategy".into(), strategy.clone()),
+                    ("platform".into(), platform.clone()),
+                    ("search".into(), search.clone()),
+                    (
+                        "beam".into(),
+                        format!("{num_top_kernels} × {num_bottlenecks}"),
+                    ),
+                    ("max rounds".into(), max_rounds.to_string()),
+                    ("devices".into(), devices.len().to_string()),
+                ];
+                for device in devices {
+                    self.devices.entry(device.device).or_default().name = device.name.clone();
+                }
+            }
+            Event::StepStarted {
+                candidate,
+                device,
+                step,
+                ..
+            } => {
+                self.devices
+                    .entry(*device)
+                    .or_default()
+                    .open
+                    .insert((*candidate, step_key(*step)), record.t);
+            }
+            Event::StepFinished {
+                candidate,
+                device,
+                step,
+                ..
+            } => {
+                let device_time = self.devices.entry(*device).or_default();
+                if let Some(start) = device_time.open.remove(&(*candidate, step_key(*step))) {
+                    device_time.busy += record.t.duration_since(start).unwrap_or_default();
+                }
+            }
+            Event::CandidateFinished {
+                candidate,
+                passed: true,
+                time_ms: Some(ms),
+                ..
+            } if *candidate == CandidateId::INITIAL => {
+                self.initial_ms = Some(*ms);
+            }
+            Event::RoundFinished {
+                round,
+                proposed,
+                verified,
+                failed,
+                duplicates,
+                failures,
+                best_candidate,
+                best_ms,
+            } => {
+                self.rounds.insert(
+                    *round,
+                    RoundRow {
+                        proposed: *proposed,
+                        verified: *verified,
+                        failed: *failed,
+                        duplicates: *duplicates,
+                        failures: failures.clone(),
+                        best_candidate: Some(*best_candidate),
+                        best_ms: Some(*best_ms),
+                    },
+                );
+                self.best = Some((*best_candidate, *best_ms));
+            }
+            Event::WorkerDied {
+                device,
+                candidate,
+                reason,
+            } => {
+                let during = candidate
+                    .map(|c| format!(" during candidate {c}"))
+                    .unwrap_or_default();
+                self.worker_deaths
+                    .push(format!("device {device}{during}: {reason}"));
+            }
+            Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
+            Event::RunFinished {
+                outcome,
+                reason,
+                best_candidate,
+                best_ms,
+                initial_ms,
+            } => {
+                self.finished = Some(record.t);
+                self.outcome = Some((*outcome, reason.clone()));
+                if let (Some(candidate), Some(ms)) = (best_candidate, best_ms) {
+                    self.best = Some((*candidate, *ms));
+                }
+                if initial_ms.is_some() {
+                    self.initial_ms = *initial_ms;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn wall_time(&self) -> Duration {
+        match (self.started, self.finished) {
+            (Some(start), Some(end)) => end.duration_since(start).unwrap_or_default(),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Each device's busy fraction: time verifying, timing or profiling over the run's wall time.
+    pub fn busy_fractions(&self) -> BTreeMap<DeviceId, f64> {
+        let wall = self.wall_time().as_secs_f64();
+        self.devices
+            .iter()
+            .map(|(device, time)| {
+                let fraction = if wall > 0.0 {
+                    time.busy.as_secs_f64() / wall
+                } else {
+                    0.0
+                };
+                (*device, fraction)
+            })
+            .collect()
+    }
+
+    pub fn render_markdown(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "# kactors run report\n");
+        if self.simulated {
+            let _ = writeln!(
+                out,
+                "**Simulated run:** the noop platform ran no kernel; every verdict and time below comes from a deterministic model of the candidate's source.\n"
+            );
+        }
+        if let Some((outcome, reason)) = &self.outcome {
+            let outcome = match outcome {
+                RunOutcome::Completed => "completed",
+                RunOutcome::Failed => "failed",
+                RunOutcome::Interrupted => "interrupted",
+            };
+            let _ = writeln!(
+                out,
+                "Outcome: **{outcome}** ({reason}); wall time {:.1} s.\n",
+                self.wall_time().as_secs_f64()
+            );
+        }
+        let _ = writeln!(out, "## Configuration\n");
+        for (key, value) in &self.configuration {
+            let _ = writeln!(out, "- {key}: {value}");
+        }
+        let _ = writeln!(out, "\n## Rounds\n");
+        let _ = writeln!(
+            out,
+            "| round | proposed | verified | failed | duplicates | best (ms) | speedup vs initial | failures |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        for (round, row) in &self.rounds {
+            let best = match (row.best_ms, row.best_candidate) {
+                (Some(ms), Some(candidate)) => format!("{ms:.4} (candidate {candidate})"),
+                _ => "–".into(),
+            };
+            let speedup = self.speedup(row.best_ms);
+            let failures = if row.failures.is_empty() {
+                "–".to_string()
+            } else {
+                row.failures.join("; ")
+            };
+            let _ = writeln!(
+                out,
+                "| {round} | {} | {} | {} | {} | {best} | {speedup} | {failures} |",
+                row.proposed, row.verified, row.failed, row.duplicates
+            );
+        }
+        let _ = writeln!(out, "\n## Best kernel\n");
+        match (self.best, self.initial_ms) {
+            (Some((candidate, ms)), initial) => {
+                let _ = writeln!(
+                    out,
+                    "Candidate {candidate}: {ms:.4} ms (initial kernel {}; speedup {}). Source: best_kernel.py.",
+                    initial
+                        .map(|i| format!("{i:.4} ms"))
+                        .unwrap_or_else(|| "not measured".into()),
+                    self.speedup(Some(ms))
+                );
+            }
+            (None, _) => {
+                let _ = writeln!(out, "No kernel was verified.");
+            }
+        }
+        let _ = writeln!(out, "\n## Devices\n");
+        let _ = writeln!(out, "| device | name | busy fraction |");
+        let _ = writeln!(out, "|---|---|---|");
+        for (device, fraction) in self.busy_fractions() {
+            let name = &self.devices[&device].name;
+            let _ = writeln!(out, "| {device} | {name} | {:.1}% |", fraction * 100.0);
+        }
+        if !self.worker_deaths.is_empty() {
+            let _ = writeln!(out, "\n## Worker restarts\n");
+            for death in &self.worker_deaths {
+                let _ = writeln!(out, "- {death}");
+            }
+        }
+        if let Some(note) = &self.profiling_note {
+            let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");
+        }
+        out
+    }
+
+    fn speedup(&self, best_ms: Option<f64>) -> String {
+        match (self.initial_ms, best_ms) {
+            (Some(initial), Some(best)) if best > 0.0 => format!("{:.2}×", initial / best),
+            _ => "–".into(),
+        }
+    }
+}

@@ -1,0 +1,296 @@
+//! The Supervisor: starts every actor, restarts dead GpuWorkers within a budget, owns the
+//! response to SIGINT and SIGTERM, and shuts the run down in order: workers (and so their
+//! children), then the Watchdog, then the Collector, each acknowledging before the next.
+//!
+//! actix gives no supervision we can use here: a panic inside a handler kills that actor
+//! silently, and `Supervised` restarts only on `ctx.stop()`. A dead worker shows as a closed
+//! mailbox to whoever sends to it next; the Manager reports it with `RestartWorker`.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::{oneshot, watch};
+
+use crate::collector::{Collector, FinishRun, Record};
+use crate::gpu_worker::{GpuWorker, ShutdownWorker};
+use crate::journal::{Event, RunOutcome};
+use crate::llm_broker::LlmBroker;
+use crate::manager::{Manager, ManagerSettings, StartRun, StopRun};
+use crate::model::{DeviceId, KernelSource, RankedKernel};
+use crate::ports::{
+    Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
+    PromptBuilder, RunStore,
+};
+use crate::profiler::Profiler;
+use crate::watchdog::{KillAll, TerminateAll, Watchdog, WatchdogClient};
+
+/// The record-keeping and signalling ports, needed before any other actor starts.
+pub struct RunIo {
+    pub store: Box<dyn RunStore>,
+    pub progress: Box<dyn ProgressSink>,
+    pub clock: Arc<dyn Clock>,
+    pub signaller: Box<dyn GroupSignaller>,
+}
+
+/// The ports that do the work. They are built once the Watchdog exists, because adapters that
+/// start child processes register them with it.
+pub struct WorkPorts {
+    pub evaluators: Rc<dyn EvaluatorFactory>,
+    pub profiler: Option<Rc<dyn KernelProfiler>>,
+    pub llm: Rc<dyn LlmProvider>,
+    pub prompts: Rc<dyn PromptBuilder>,
+}
+
+pub type WorkPortsBuilder = Box<dyn FnOnce(WatchdogClient) -> WorkPorts>;
+
+pub struct RunPlan {
+    pub started: Event,
+    pub manager: ManagerSettings,
+    pub initial_source: KernelSource,
+    pub max_inflight: usize,
+    pub kill_grace: Duration,
+    /// Restarts allowed per device over the whole run.
+    pub restart_budget: u32,
+}
+
+/// How the run ended, for the binary's exit code.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunResult {
+    pub outcome: RunOutcome,
+    pub reason: String,
+    pub best: Option<RankedKernel>,
+    pub initial_ms: Option<f64>,
+    /// The first failure to write the run directory, if any.
+    pub record_error: Option<String>,
+}
+
+/// Sent by the Manager when the search is over, for whatever reason.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RunDone {
+    pub outcome: RunOutcome,
+    pub reason: String,
+    pub best: Option<RankedKernel>,
+    pub initial_ms: Option<f64>,
+}
+
+/// A worker's mailbox closed; answered with its replacement, or why there is none.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<GpuWorker>, String>")]
+pub struct RestartWorker {
+    pub device: DeviceId,
+    pub dead: Addr<GpuWorker>,
+}
+
+/// SIGINT or SIGTERM reached kactors. The first stops the run; a second kills every child group
+/// at once.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Interrupt {
+    pub signal: String,
+}
+
+pub struct Supervisor {
+    io: Option<RunIo>,
+    ports: Option<WorkPortsBuilder>,
+    plan: RunPlan,
+    result: Option<oneshot::Sender<RunResult>>,
+    collector: Option<Addr<Collector>>,
+    watchdog: Option<Addr<Watchdog>>,
+    manager: Option<Addr<Manager>>,
+    factory: Option<Rc<dyn EvaluatorFactory>>,
+    profiler: Option<Addr<Profiler>>,
+    workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
+    restarts: BTreeMap<DeviceId, u32>,
+    stop: watch::Sender<bool>,
+    interrupts: u32,
+    shutting_down: bool,
+}
+
+impl Supervisor {
+    pub fn new(
+        io: RunIo,
+        ports: WorkPortsBuilder,
+        plan: RunPlan,
+        result: oneshot::Sender<RunResult>,
+    ) -> Self {
+        let (stop, _) = watch::channel(false);
+        Supervisor {
+            io: Some(io),
+            ports: Some(ports),
+            plan,
+            result: Some(result),
+            collector: None,
+            watchdog: None,
+            manager: None,
+            factory: None,
+            profiler: None,
+            workers: BTreeMap::new(),
+            restarts: BTreeMap::new(),
+            stop,
+            interrupts: 0,
+            shutting_down: false,
+        }
+    }
+
+    fn start_worker(&self, device: DeviceId) -> Addr<GpuWorker> {
+        GpuWorker::new(
+            device,
+            self.factory.clone().expect("workers start after the ports"),
+            self.profiler.clone(),
+            self.collector
+                .clone()
+                .expect("workers start after the collector"),
+            self.stop.subscribe(),
+        )
+        .start()
+    }
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        let io = self.io.take().expect("the supervisor starts once");
+        let collector = Collector::new(io.store, io.progress, io.clock).start();
+        let watchdog =
+            Watchdog::new(io.signaller, self.plan.kill_grace, Some(collector.clone())).start();
+        let ports = (self.ports.take().expect("the supervisor starts once"))(WatchdogClient::new(
+            watchdog.clone(),
+        ));
+        collector.do_send(Record(self.plan.started.clone()));
+        self.collector = Some(collector.clone());
+        self.watchdog = Some(watchdog);
+        self.factory = Some(ports.evaluators);
+        self.profiler = ports.profiler.map(|backend| Profiler::new(backend).start());
+        for device in self.plan.manager.devices.clone() {
+            let worker = self.start_worker(device);
+            self.workers.insert(device, worker);
+        }
+        let broker = LlmBroker::new(ports.llm, self.plan.max_inflight).start();
+        let manager = Manager::new(
+            self.plan.manager.clone(),
+            ctx.address(),
+            self.workers.clone(),
+            broker,
+            collector,
+            ports.prompts,
+        )
+        .start();
+        manager.do_send(StartRun {
+            initial_source: self.plan.initial_source.clone(),
+        });
+        self.manager = Some(manager);
+    }
+}
+
+impl Handler<RestartWorker> for Supervisor {
+    type Result = Result<Addr<GpuWorker>, String>;
+
+    fn handle(&mut self, message: RestartWorker, _: &mut Context<Self>) -> Self::Result {
+        let current = self
+            .workers
+            .get(&message.device)
+            .cloned()
+            .ok_or_else(|| format!("no worker for device {}", message.device))?;
+        if current != message.dead {
+            return Ok(current);
+        }
+        if self.shutting_down {
+            return Err("the run is shutting down".into());
+        }
+        let restarts = self.restarts.entry(message.device).or_insert(0);
+        if *restarts >= self.plan.restart_budget {
+            return Err(format!(
+                "the worker of device {} died and its restart budget ({}) is spent",
+                message.device, self.plan.restart_budget
+            ));
+        }
+        *restarts += 1;
+        let restarts = *restarts;
+        let worker = self.start_worker(message.device);
+        self.workers.insert(message.device, worker.clone());
+        if let Some(collector) = &self.collector {
+            collector.do_send(Record(Event::WorkerRestarted {
+                device: message.device,
+                restarts,
+            }));
+        }
+        Ok(worker)
+    }
+}
+
+impl Handler<Interrupt> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: Interrupt, _: &mut Context<Self>) {
+        self.interrupts += 1;
+        let Some(watchdog) = &self.watchdog else {
+            return;
+        };
+        if self.interrupts == 1 {
+            let _ = self.stop.send(true);
+            watchdog.do_send(TerminateAll);
+            if let Some(manager) = &self.manager {
+                manager.do_send(StopRun {
+                    signal: message.signal,
+                });
+            }
+        } else {
+            watchdog.do_send(KillAll);
+        }
+    }
+}
+
+impl Handler<RunDone> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, message: RunDone, _: &mut Context<Self>) -> Self::Result {
+        self.shutting_down = true;
+        let _ = self.stop.send(true);
+        let workers: Vec<Addr<GpuWorker>> = self.workers.values().cloned().collect();
+        let watchdog = self.watchdog.clone().expect("the run started");
+        let collector = self.collector.clone().expect("the run started");
+        let result = self.result.take();
+        let shutdown = async move {
+            for worker in workers {
+                // A worker that died has no children left to end: its evaluator was dropped.
+                let _ = worker.send(ShutdownWorker).await;
+            }
+            let _ = watchdog.send(KillAll).await;
+            let event = Event::RunFinished {
+                outcome: message.outcome,
+                reason: message.reason.clone(),
+                best_candidate: message.best.as_ref().map(|best| best.id),
+                best_ms: message.best.as_ref().map(|best| best.time_ms),
+                initial_ms: message.initial_ms,
+            };
+            let best_source = message
+                .best
+                .as_ref()
+                .map(|best| best.source.text().to_string());
+            let record_error = collector
+                .send(FinishRun { event, best_source })
+                .await
+                .unwrap_or_else(|_| Err("the collector is gone".into()))
+                .err();
+            if let Some(result) = result {
+                let _ = result.send(RunResult {
+                    outcome: message.outcome,
+                    reason: message.reason,
+                    best: message.best,
+                    initial_ms: message.initial_ms,
+                    record_error,
+                });
+            }
+        };
+        Box::pin(
+            shutdown
+                .into_actor(self)
+                .map(|(), _, _| System::current().stop()),
+        )
+    }
+}

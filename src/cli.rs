@@ -1,0 +1,74 @@
+//! The command line as typed: clap parses it here, and each command validates it into rich
+//! settings before anything runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kactors",
+    version,
+    about = "Optimizes Triton GPU kernels unattended, on every GPU of a node",
+    after_help = "Exit codes: 0 the run ended as planned; 1 it could not (e.g. the initial kernel fails verification, \
+                  the LLM provider refuses the credentials); 2 bad usage, configuration, input or environment; \
+                  130 interrupted by SIGINT or SIGTERM."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Optimize a kernel directory with a strategy
+    Run(RunArgs),
+    /// List the strategies that can be used, each with its platform
+    Strategies(StrategiesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ConfigDirArg {
+    /// A folder of strategy files (NAME.yaml) that add to or override the built-in ones
+    #[arg(long, value_name = "DIR", env = "KACTORS_CONFIG_DIR")]
+    pub config_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The strategy: configs/NAME.yaml, built in or in --config-dir
+    #[arg(long, value_name = "NAME")]
+    pub strategy: String,
+    /// The kernel directory: input.py (kernel_function), problem.py (Model, get_inputs, get_init_inputs), test.py
+    #[arg(long, value_name = "DIR")]
+    pub kernel_dir: PathBuf,
+    /// GPU workers, one per device (configuration key num_workers); at most the devices visible
+    #[arg(long, value_name = "N")]
+    pub workers: Option<u32>,
+    /// Stop after this many rounds (configuration key max_rounds)
+    #[arg(long, value_name = "R")]
+    pub max_rounds: Option<u32>,
+    /// The parent folder of runs; each run gets <strategy>-<timestamp>/ inside it
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub run_dir: PathBuf,
+    /// The LLM provider (configuration key provider), e.g. replay
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// The Python interpreter for every Python child (configuration key python; default python3 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
+    /// Print JSON Lines on stdout, one event per line, each with a `type` field
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StrategiesArgs {
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,342 @@
+//! From a configuration file and the command line to the settings a run uses: defaults filled,
+//! values checked, paths resolved. The rest of the program never sees a raw key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use actors::search::{SearchKind, SearchSettings};
+use serde::Serialize;
+
+use super::schema::{ComponentPlatform, ConfigError, ConfigFile, PlatformSpec, Vendor};
+use super::strategies::StrategyFile;
+
+/// What the command line overrides.
+#[derive(Clone, Debug, Default)]
+pub struct CliOverrides {
+    pub workers: Option<u32>,
+    pub max_rounds: Option<u32>,
+    pub provider: Option<String>,
+    pub python: Option<PathBuf>,
+}
+
+/// The platform a strategy requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Platform {
+    /// No GPU: simulated devices, simulated verdicts and times.
+    Noop,
+    Nvidia,
+    Rocm,
+    /// No platform named: the devices found decide.
+    Detect,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "provider", rename_all = "snake_case")]
+pub enum LlmChoice {
+    /// Offline: the files of `dir` (default: the kernel directory's candidates/) in name order.
+    Replay {
+        dir: Option<PathBuf>,
+        latency_s: f64,
+    },
+    /// A real provider; kactors' LLM issue brings them in.
+    Remote { name: String, model: Option<String> },
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSettings {
+    pub strategy: String,
+    pub config_file: String,
+    pub platform: Platform,
+    pub profiler_enabled: bool,
+    pub search: SearchSettingsRecord,
+    /// Requested workers; the run uses min(this, visible devices). `None`: every visible device.
+    pub num_workers: Option<u32>,
+    pub python: PathBuf,
+    pub llm: LlmChoice,
+    pub model: Option<String>,
+    pub high_reasoning_effort: bool,
+    pub gpu_name: Option<String>,
+    pub benchmark_warmup: u32,
+    pub benchmark_repeat: u32,
+    pub bottleneck_override: Option<String>,
+    /// As configured; `None` takes the platform's default (see `test_timeout`).
+    pub test_timeout_s: Option<f64>,
+    pub templates: BTreeMap<String, PathBuf>,
+    pub ncu_bin_path: Option<PathBuf>,
+    pub rocprof_bin_path: Option<PathBuf>,
+    pub noop_eval_s: f64,
+    pub kill_grace_s: f64,
+    #[serde(skip)]
+    pub warnings: Vec<String>,
+}
+
+/// The search as run.yaml records it.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct SearchSettingsRecord {
+    pub strategy: &'static str,
+    pub num_top_kernels: u32,
+    pub num_bottlenecks: u32,
+    pub max_rounds: u32,
+    pub max_no_improvement: Option<u32>,
+}
+
+impl RunSettings {
+    pub fn search(&self) -> SearchSettings {
+        SearchSettings {
+            kind: if self.search.strategy == "greedy" {
+                SearchKind::Greedy
+            } else {
+                SearchKind::Beam
+            },
+            num_top_kernels: self.search.num_top_kernels,
+            num_bottlenecks: self.search.num_bottlenecks,
+            max_rounds: self.search.max_rounds,
+            max_no_improvement: self.search.max_no_improvement,
+        }
+    }
+
+    /// A verification or timing step's deadline: the configured test_timeout_s, else 30 s on
+    /// NVIDIA and 300 s on ROCm (KernelAgent's ROCm review found compiles there need it).
+    pub fn test_timeout(&self, vendor: Option<Vendor>) -> Duration {
+        let default = match vendor {
+            Some(Vendor::Rocm) => 300.0,
+            Some(Vendor::Nvidia) | None => 30.0,
+        };
+        Duration::from_secs_f64(self.test_timeout_s.unwrap_or(default))
+    }
+
+    pub fn to_yaml(&self) -> String {
+        serde_yaml::to_string(self).expect("run settings serialise to YAML")
+    }
+}
+
+fn platform_of(file: &str, spec: Option<&PlatformSpec>) -> Result<(Platform, bool), ConfigError> {
+    let Some(spec) = spec else {
+        return Ok((Platform::Detect, true));
+    };
+    match spec {
+        PlatformSpec::Noop => Ok((Platform::Noop, false)),
+        PlatformSpec::Vendor(Vendor::Nvidia) => Ok((Platform::Nvidia, true)),
+        PlatformSpec::Vendor(Vendor::Rocm) => Ok((Platform::Rocm, true)),
+        PlatformSpec::Components(components) => {
+            let mut vendors: Vec<Vendor> = components
+                .values()
+                .filter_map(|c| match c {
+                    ComponentPlatform::Vendor(vendor) => Some(*vendor),
+                    ComponentPlatform::Noop => None,
+                })
+                .collect();
+            vendors.dedup();
+            let profiler_enabled = components.get("profiler") != Some(&ComponentPlatform::Noop);
+            match vendors.as_slice() {
+                [] => Ok((Platform::Noop, false)),
+                [Vendor::Nvidia] => Ok((Platform::Nvidia, profiler_enabled)),
+                [Vendor::Rocm] => Ok((Platform::Rocm, profiler_enabled)),
+                _ => Err(ConfigError::InvalidValue {
+                    file: file.to_string(),
+                    key: "platform".into(),
+                    message:
+                        "the components name both nvidia and rocm: a run uses one vendor's GPUs"
+                            .into(),
+                }),
+            }
+        }
+    }
+}
+
+pub fn resolve(
+    file: &StrategyFile,
+    config: &ConfigFile,
+    cli: &CliOverrides,
+) -> Result<RunSettings, ConfigError> {
+    let name = file.display_name();
+    let invalid = |key: &str, message: String| ConfigError::InvalidValue {
+        file: name.clone(),
+        key: key.into(),
+        message,
+    };
+    let (platform, profiler_enabled) = platform_of(&name, config.platform.as_ref())?;
+    let greedy = config.strategy.as_deref() == Some("greedy");
+    let strategy = &config.strategy_config;
+    let num_top_kernels = if greedy {
+        if strategy.num_top_kernels.is_some_and(|n| n != 1) {
+            return Err(invalid(
+                "strategy_config.num_top_kernels",
+                "greedy search keeps one parent: use 1 or beam_search".into(),
+            ));
+        }
+        1
+    } else {
+        strategy.num_top_kernels.unwrap_or(2)
+    };
+    let search = SearchSettingsRecord {
+        strategy: if greedy { "greedy" } else { "beam_search" },
+        num_top_kernels,
+        num_bottlenecks: strategy.num_bottlenecks.unwrap_or(2),
+        max_rounds: cli.max_rounds.or(config.max_rounds).unwrap_or(5),
+        max_no_improvement: if greedy {
+            Some(strategy.max_no_improvement.unwrap_or(3))
+        } else {
+            strategy.max_no_improvement
+        },
+    };
+    let provider = cli.provider.clone().or_else(|| config.provider.clone());
+    let llm = match provider.as_deref() {
+        Some("replay") => LlmChoice::Replay {
+            dir: config.replay_dir.clone(),
+            latency_s: config.replay_latency_s.unwrap_or(0.0),
+        },
+        Some(other) => LlmChoice::Remote {
+            name: other.to_string(),
+            model: config.model.clone(),
+        },
+        None => LlmChoice::Remote {
+            name: "inferred".into(),
+            model: config.model.clone(),
+        },
+    };
+    let relative_to = |path: &Path| match file.directory() {
+        Some(dir) if path.is_relative() => dir.join(path),
+        _ => path.to_path_buf(),
+    };
+    if cli.workers == Some(0) {
+        return Err(invalid(
+            "num_workers",
+            "--workers must be at least 1".into(),
+        ));
+    }
+    Ok(RunSettings {
+        strategy: file.name.clone(),
+        config_file: name.clone(),
+        platform,
+        profiler_enabled,
+        search,
+        num_workers: cli.workers.or(config.num_workers),
+        python: cli
+            .python
+            .clone()
+            .or_else(|| config.python.clone())
+            .unwrap_or_else(|| PathBuf::from("python3")),
+        llm,
+        model: config.model.clone(),
+        high_reasoning_effort: config.high_reasoning_effort.unwrap_or(false),
+        gpu_name: config.gpu_name.clone(),
+        benchmark_warmup: config.benchmark_warmup.unwrap_or(25),
+        benchmark_repeat: config.benchmark_repeat.unwrap_or(100),
+        bottleneck_override: config.bottleneck_override.clone(),
+        test_timeout_s: config.test_timeout_s,
+        templates: config
+            .templates
+            .iter()
+            .map(|(k, v)| (k.clone(), relative_to(v)))
+            .collect(),
+        ncu_bin_path: config.platform_kwargs.ncu_bin_path.clone(),
+        rocprof_bin_path: config.platform_kwargs.rocprof_bin_path.clone(),
+        noop_eval_s: config.noop_eval_s.unwrap_or(0.05),
+        kill_grace_s: config.kill_grace_s.unwrap_or(5.0),
+        warnings: config.warnings.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{StrategySource, parse_config};
+
+    fn settings(text: &str, cli: CliOverrides) -> Result<RunSettings, ConfigError> {
+        let file = StrategyFile {
+            name: "t".into(),
+            source: StrategySource::File("/cfg/t.yaml".into()),
+            text: text.into(),
+        };
+        resolve(&file, &parse_config("t.yaml", text)?, &cli)
+    }
+
+    #[test]
+    fn test_timeout_defaults_by_platform_and_an_explicit_value_wins() {
+        let defaults = settings("platform: rocm\n", CliOverrides::default()).unwrap();
+        assert_eq!(
+            defaults.test_timeout(Some(Vendor::Rocm)),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            defaults.test_timeout(Some(Vendor::Nvidia)),
+            Duration::from_secs(30)
+        );
+        let explicit = settings("test_timeout_s: 12\n", CliOverrides::default()).unwrap();
+        assert_eq!(
+            explicit.test_timeout(Some(Vendor::Rocm)),
+            Duration::from_secs(12)
+        );
+    }
+
+    #[test]
+    fn the_command_line_overrides_the_file() {
+        let cli = CliOverrides {
+            workers: Some(2),
+            max_rounds: Some(1),
+            provider: Some("replay".into()),
+            python: Some("/venv/bin/python".into()),
+        };
+        let run = settings("num_workers: 8\nmax_rounds: 9\nprovider: openai\n", cli).unwrap();
+        assert_eq!(run.num_workers, Some(2));
+        assert_eq!(run.search.max_rounds, 1);
+        assert_eq!(
+            run.llm,
+            LlmChoice::Replay {
+                dir: None,
+                latency_s: 0.0
+            }
+        );
+        assert_eq!(run.python, PathBuf::from("/venv/bin/python"));
+    }
+
+    #[test]
+    fn a_component_map_names_the_vendor_and_noop_switches_a_component_off() {
+        let run = settings(
+            "platform:\n  verifier: nvidia\n  profiler: noop\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(run.platform, Platform::Nvidia);
+        assert!(!run.profiler_enabled);
+        let error = settings(
+            "platform:\n  verifier: nvidia\n  profiler: rocm\n",
+            CliOverrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("name both nvidia and rocm"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn greedy_keeps_one_parent_and_stops_without_improvement() {
+        let run = settings("strategy: greedy\n", CliOverrides::default()).unwrap();
+        let search = run.search();
+        assert_eq!(
+            (
+                search.kind,
+                search.num_top_kernels,
+                search.max_no_improvement
+            ),
+            (SearchKind::Greedy, 1, Some(3))
+        );
+    }
+
+    #[test]
+    fn templates_are_relative_to_the_configuration_file() {
+        let run = settings(
+            "templates:\n  optimization: prompts/opt.j2\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            run.templates["optimization"],
+            PathBuf::from("/cfg/prompts/opt.j2")
+        );
+    }
+}

@@ -1,0 +1,621 @@
+//! The configuration schema: every key kactors reads, every key KernelAgent knows that kactors
+//! does not use (accepted with one warning), and an error naming the nearest valid key for
+//! anything else. Parsed by hand from a YAML mapping rather than with serde's
+//! `deny_unknown_fields`, whose messages name neither the file nor the nearest key.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::de::DeserializeOwned;
+use serde_yaml::{Mapping, Value};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "unknown strategy `{name}`: expected one of {available} (configs/<name>.yaml, built in or in --config-dir)"
+    )]
+    UnknownStrategy { name: String, available: String },
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{file}: not valid YAML: {message}")]
+    Yaml { file: String, message: String },
+    #[error("{file}: expected a mapping of keys at the top level")]
+    NotAMapping { file: String },
+    #[error("{file}: unknown key `{key}`{suggestion}")]
+    UnknownKey {
+        file: String,
+        key: String,
+        suggestion: String,
+    },
+    #[error("{file}: invalid value for `{key}`: {message}")]
+    InvalidValue {
+        file: String,
+        key: String,
+        message: String,
+    },
+}
+
+/// The vendor a platform entry names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Vendor {
+    Nvidia,
+    Rocm,
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Rocm => "rocm",
+        })
+    }
+}
+
+/// `platform:` as written: a name, or a map from component to name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlatformSpec {
+    Noop,
+    Vendor(Vendor),
+    Components(BTreeMap<String, ComponentPlatform>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComponentPlatform {
+    Noop,
+    Vendor(Vendor),
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StrategyConfig {
+    pub num_top_kernels: Option<u32>,
+    pub num_bottlenecks: Option<u32>,
+    pub max_no_improvement: Option<u32>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlatformKwargs {
+    pub ncu_bin_path: Option<PathBuf>,
+    pub rocprof_bin_path: Option<PathBuf>,
+}
+
+/// One configuration file, validated key by key; every field is optional because the command
+/// line and the defaults fill the rest.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ConfigFile {
+    pub strategy: Option<String>,
+    pub num_workers: Option<u32>,
+    pub strategy_config: StrategyConfig,
+    pub model: Option<String>,
+    pub high_reasoning_effort: Option<bool>,
+    pub max_rounds: Option<u32>,
+    pub gpu_name: Option<String>,
+    pub benchmark_warmup: Option<u32>,
+    pub benchmark_repeat: Option<u32>,
+    pub bottleneck_override: Option<String>,
+    pub test_timeout_s: Option<f64>,
+    /// kactors' own prompt templates replaced by files, relative to the configuration file.
+    pub templates: BTreeMap<String, PathBuf>,
+    pub platform: Option<PlatformSpec>,
+    pub platform_kwargs: PlatformKwargs,
+    pub python: Option<PathBuf>,
+    pub provider: Option<String>,
+    pub replay_dir: Option<PathBuf>,
+    pub replay_latency_s: Option<f64>,
+    pub noop_eval_s: Option<f64>,
+    pub kill_grace_s: Option<f64>,
+    /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
+    pub warnings: Vec<String>,
+}
+
+/// Top-level keys kactors reads.
+pub const TOP_LEVEL_KEYS: &[&str] = &[
+    "strategy",
+    "num_workers",
+    "strategy_config",
+    "model",
+    "openai_model",
+    "high_reasoning_effort",
+    "max_rounds",
+    "gpu_name",
+    "benchmark_warmup",
+    "benchmark_repeat",
+    "bottleneck_override",
+    "test_timeout_s",
+    "templates",
+    "platform",
+    "platform_kwargs",
+    "python",
+    "provider",
+    "replay_dir",
+    "replay_latency_s",
+    "noop_eval_s",
+    "kill_grace_s",
+];
+
+pub const STRATEGY_CONFIG_KEYS: &[&str] =
+    &["num_top_kernels", "num_bottlenecks", "max_no_improvement"];
+
+pub const PLATFORM_KWARGS_KEYS: &[&str] = &["ncu_bin_path", "rocprof_bin_path"];
+
+/// Platform components that kactors has: the evaluator's verification and timing, the profiler
+/// and the analyses built on it. `profiler: noop` switches profiling off.
+pub const PLATFORM_COMPONENTS: &[&str] = &[
+    "verifier",
+    "benchmarker",
+    "worker_runner",
+    "specs_provider",
+    "profiler",
+    "roofline_analyzer",
+    "bottleneck_analyzer",
+];
+
+/// Keys that KernelAgent's configuration files use and kactors does not: accepted, so that
+/// KernelAgent users keep their files, and listed in one warning.
+pub const KERNELAGENT_ONLY_KEYS: &[&str] = &[
+    "divergence_threshold",
+    "target_platform",
+    "use_rag",
+    "sol_improvement_threshold",
+    "num_expanding_parents",
+    "samples_per_prompt",
+    "models",
+    "workers_per_gpu",
+    "candidate_pool_size",
+    "technique_clustering",
+    "ncu_bin_path",
+];
+
+pub const KERNELAGENT_ONLY_COMPONENTS: &[&str] = &["rag_prescriber"];
+
+/// kactors' prompt templates, which `templates:` may replace.
+pub const TEMPLATE_NAMES: &[&str] = &["optimization", "system"];
+
+/// KernelAgent's template names: their files expect other variables, so they are not used.
+pub const KERNELAGENT_TEMPLATE_NAMES: &[&str] = &[
+    "kernel_optimization",
+    "reflexion_prompt",
+    "triton_guidelines",
+];
+
+struct Reader<'a> {
+    file: &'a str,
+    ignored: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn value<T: DeserializeOwned>(
+        &self,
+        key: &str,
+        value: &Value,
+        expected: &str,
+    ) -> Result<T, ConfigError> {
+        serde_yaml::from_value(value.clone()).map_err(|_| ConfigError::InvalidValue {
+            file: self.file.to_string(),
+            key: key.to_string(),
+            message: format!("expected {expected}, found {}", describe(value)),
+        })
+    }
+
+    fn mapping<'v>(&self, key: &str, value: &'v Value) -> Result<&'v Mapping, ConfigError> {
+        value.as_mapping().ok_or_else(|| ConfigError::InvalidValue {
+            file: self.file.to_string(),
+            key: key.to_string(),
+            message: format!("expected a mapping, found {}", describe(value)),
+        })
+    }
+
+    fn key_name(&self, key: &Value, path: &str) -> Result<String, ConfigError> {
+        key.as_str()
+            .map(str::to_string)
+            .ok_or_else(|| ConfigError::InvalidValue {
+                file: self.file.to_string(),
+                key: path.to_string(),
+                message: format!("keys must be strings, found {}", describe(key)),
+            })
+    }
+
+    fn unknown(&self, key: &str, prefix: &str, valid: &[&str]) -> ConfigError {
+        let full = format!("{prefix}{key}");
+        let suggestion = match nearest(key, valid) {
+            Some(near) => format!("; did you mean `{prefix}{near}`?"),
+            None => format!("; valid keys here: {}", valid.join(", ")),
+        };
+        ConfigError::UnknownKey {
+            file: self.file.to_string(),
+            key: full,
+            suggestion,
+        }
+    }
+
+    fn positive(&self, key: &str, value: &Value) -> Result<u32, ConfigError> {
+        let number: u32 = self.value(key, value, "a whole number of at least 1")?;
+        if number == 0 {
+            return Err(ConfigError::InvalidValue {
+                file: self.file.to_string(),
+                key: key.to_string(),
+                message: "expected a whole number of at least 1, found 0".into(),
+            });
+        }
+        Ok(number)
+    }
+
+    fn seconds(&self, key: &str, value: &Value) -> Result<f64, ConfigError> {
+        let seconds: f64 = self.value(key, value, "a number of seconds")?;
+        if !seconds.is_finite() || seconds < 0.0 {
+            return Err(ConfigError::InvalidValue {
+                file: self.file.to_string(),
+                key: key.to_string(),
+                message: format!("expected a number of seconds of 0 or more, found {seconds}"),
+            });
+        }
+        Ok(seconds)
+    }
+}
+
+fn describe(value: &Value) -> String {
+    match value {
+        Value::Null => "nothing".into(),
+        Value::Bool(b) => format!("`{b}`"),
+        Value::Number(n) => format!("`{n}`"),
+        Value::String(s) => format!("\"{s}\""),
+        Value::Sequence(_) => "a list".into(),
+        Value::Mapping(_) => "a mapping".into(),
+        Value::Tagged(_) => "a tagged value".into(),
+    }
+}
+
+/// The valid key closest to `key` by edit distance, if it is close enough to be a typo.
+pub fn nearest<'k>(key: &str, valid: &[&'k str]) -> Option<&'k str> {
+    let limit = (key.len() / 3).max(2);
+    valid
+        .iter()
+        .map(|candidate| (edit_distance(key, candidate), *candidate))
+        .filter(|(distance, _)| *distance <= limit)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+fn parse_platform_name(
+    reader: &Reader<'_>,
+    key: &str,
+    value: &Value,
+) -> Result<ComponentPlatform, ConfigError> {
+    let name: String = reader.value(key, value, "one of noop, nvidia, rocm")?;
+    match name.as_str() {
+        "noop" => Ok(ComponentPlatform::Noop),
+        "nvidia" | "cuda" => Ok(ComponentPlatform::Vendor(Vendor::Nvidia)),
+        "rocm" | "amd" => Ok(ComponentPlatform::Vendor(Vendor::Rocm)),
+        other => Err(ConfigError::InvalidValue {
+            file: reader.file.to_string(),
+            key: key.to_string(),
+            message: format!("unknown platform \"{other}\": expected one of noop, nvidia, rocm"),
+        }),
+    }
+}
+
+fn parse_platform(reader: &mut Reader<'_>, value: &Value) -> Result<PlatformSpec, ConfigError> {
+    if value.is_string() {
+        return Ok(match parse_platform_name(reader, "platform", value)? {
+            ComponentPlatform::Noop => PlatformSpec::Noop,
+            ComponentPlatform::Vendor(vendor) => PlatformSpec::Vendor(vendor),
+        });
+    }
+    let mut components = BTreeMap::new();
+    for (key, value) in reader.mapping("platform", value)? {
+        let component = reader.key_name(key, "platform")?;
+        let path = format!("platform.{component}");
+        if KERNELAGENT_ONLY_COMPONENTS.contains(&component.as_str()) {
+            reader.ignored.push(path);
+            continue;
+        }
+        if !PLATFORM_COMPONENTS.contains(&component.as_str()) {
+            let mut valid: Vec<&str> = PLATFORM_COMPONENTS.to_vec();
+            valid.extend_from_slice(KERNELAGENT_ONLY_COMPONENTS);
+            return Err(reader.unknown(&component, "platform.", &valid));
+        }
+        components.insert(component, parse_platform_name(reader, &path, value)?);
+    }
+    Ok(PlatformSpec::Components(components))
+}
+
+/// Parses one configuration file's text. `file` names it in every error.
+pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
+    let document: Value = serde_yaml::from_str(text).map_err(|error| ConfigError::Yaml {
+        file: file.to_string(),
+        message: error.to_string(),
+    })?;
+    let top = match &document {
+        Value::Mapping(mapping) => mapping.clone(),
+        Value::Null => Mapping::new(),
+        _ => {
+            return Err(ConfigError::NotAMapping {
+                file: file.to_string(),
+            });
+        }
+    };
+    let mut reader = Reader {
+        file,
+        ignored: Vec::new(),
+    };
+    let mut config = ConfigFile::default();
+    for (key, value) in &top {
+        let key = reader.key_name(key, "")?;
+        let key = key.as_str();
+        match key {
+            "strategy" => {
+                let name: String = reader.value(key, value, "beam_search or greedy")?;
+                if name != "beam_search" && name != "greedy" {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message: format!(
+                            "unknown search strategy \"{name}\": expected beam_search or greedy"
+                        ),
+                    });
+                }
+                config.strategy = Some(name);
+            }
+            "num_workers" => config.num_workers = Some(reader.positive(key, value)?),
+            "strategy_config" => {
+                for (inner, value) in reader.mapping(key, value)? {
+                    let inner = reader.key_name(inner, key)?;
+                    let path = format!("strategy_config.{inner}");
+                    match inner.as_str() {
+                        "num_top_kernels" => {
+                            config.strategy_config.num_top_kernels =
+                                Some(reader.positive(&path, value)?)
+                        }
+                        "num_bottlenecks" => {
+                            config.strategy_config.num_bottlenecks =
+                                Some(reader.positive(&path, value)?)
+                        }
+                        "max_no_improvement" => {
+                            config.strategy_config.max_no_improvement =
+                                Some(reader.positive(&path, value)?)
+                        }
+                        other if KERNELAGENT_ONLY_KEYS.contains(&other) => {
+                            reader.ignored.push(path)
+                        }
+                        other => {
+                            return Err(reader.unknown(
+                                other,
+                                "strategy_config.",
+                                STRATEGY_CONFIG_KEYS,
+                            ));
+                        }
+                    }
+                }
+            }
+            "model" | "openai_model" => {
+                let model: String = reader.value(key, value, "a model name")?;
+                if config
+                    .model
+                    .as_ref()
+                    .is_some_and(|existing| *existing != model)
+                {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message:
+                            "`model` and its alias `openai_model` name different models: keep one"
+                                .into(),
+                    });
+                }
+                config.model = Some(model);
+            }
+            "high_reasoning_effort" => {
+                config.high_reasoning_effort = Some(reader.value(key, value, "true or false")?)
+            }
+            "max_rounds" => config.max_rounds = Some(reader.positive(key, value)?),
+            "gpu_name" => config.gpu_name = Some(reader.value(key, value, "a GPU name")?),
+            "benchmark_warmup" => {
+                config.benchmark_warmup = Some(reader.value(key, value, "a whole number")?)
+            }
+            "benchmark_repeat" => config.benchmark_repeat = Some(reader.positive(key, value)?),
+            "bottleneck_override" => {
+                config.bottleneck_override =
+                    Some(reader.value(key, value, "memory, compute or underutilized")?)
+            }
+            "test_timeout_s" => config.test_timeout_s = Some(reader.seconds(key, value)?),
+            "templates" => {
+                for (name, value) in reader.mapping(key, value)? {
+                    let name = reader.key_name(name, key)?;
+                    let path = format!("templates.{name}");
+                    if KERNELAGENT_TEMPLATE_NAMES.contains(&name.as_str()) {
+                        config.warnings.push(format!(
+                            "{file}: `{path}` is a KernelAgent template; its variables differ from kactors' and it is not used (kactors' templates: {})",
+                            TEMPLATE_NAMES.join(", ")
+                        ));
+                        continue;
+                    }
+                    if !TEMPLATE_NAMES.contains(&name.as_str()) {
+                        return Err(reader.unknown(&name, "templates.", TEMPLATE_NAMES));
+                    }
+                    config
+                        .templates
+                        .insert(name, reader.value::<PathBuf>(&path, value, "a file path")?);
+                }
+            }
+            "platform" => config.platform = Some(parse_platform(&mut reader, value)?),
+            "platform_kwargs" => {
+                for (inner, value) in reader.mapping(key, value)? {
+                    let inner = reader.key_name(inner, key)?;
+                    let path = format!("platform_kwargs.{inner}");
+                    match inner.as_str() {
+                        "ncu_bin_path" => {
+                            config.platform_kwargs.ncu_bin_path =
+                                Some(reader.value(&path, value, "a file path")?)
+                        }
+                        "rocprof_bin_path" => {
+                            config.platform_kwargs.rocprof_bin_path =
+                                Some(reader.value(&path, value, "a file path")?)
+                        }
+                        other => {
+                            return Err(reader.unknown(
+                                other,
+                                "platform_kwargs.",
+                                PLATFORM_KWARGS_KEYS,
+                            ));
+                        }
+                    }
+                }
+            }
+            "python" => {
+                config.python = Some(reader.value(key, value, "a path to a Python interpreter")?)
+            }
+            "provider" => config.provider = Some(reader.value(key, value, "a provider name")?),
+            "replay_dir" => {
+                config.replay_dir = Some(reader.value(key, value, "a directory path")?)
+            }
+            "replay_latency_s" => config.replay_latency_s = Some(reader.seconds(key, value)?),
+            "noop_eval_s" => config.noop_eval_s = Some(reader.seconds(key, value)?),
+            "kill_grace_s" => config.kill_grace_s = Some(reader.seconds(key, value)?),
+            other if KERNELAGENT_ONLY_KEYS.contains(&other) => {
+                reader.ignored.push(other.to_string())
+            }
+            other => return Err(reader.unknown(other, "", TOP_LEVEL_KEYS)),
+        }
+    }
+    if !reader.ignored.is_empty() {
+        config.warnings.push(format!(
+            "{file}: ignoring KernelAgent keys that kactors does not use: {}",
+            reader.ignored.join(", ")
+        ));
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error_of(text: &str) -> String {
+        parse_config("configs/test.yaml", text)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn an_unknown_key_is_named_with_the_nearest_valid_key() {
+        assert_eq!(
+            error_of("num_worker: 4\n"),
+            "configs/test.yaml: unknown key `num_worker`; did you mean `num_workers`?"
+        );
+        assert_eq!(
+            error_of("strategy_config:\n  num_top_kernel: 2\n"),
+            "configs/test.yaml: unknown key `strategy_config.num_top_kernel`; did you mean `strategy_config.num_top_kernels`?"
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_far_from_any_lists_the_valid_ones() {
+        let message = error_of("platform_kwargs:\n  frobnicate: 1\n");
+        assert!(message.contains("unknown key `platform_kwargs.frobnicate`; valid keys here: ncu_bin_path, rocprof_bin_path"), "{message}");
+    }
+
+    #[test]
+    fn kernelagent_keys_are_accepted_with_one_warning() {
+        let config = parse_config(
+            "ka.yaml",
+            "strategy: beam_search\ndivergence_threshold: 50.0\ntarget_platform: cuda\nstrategy_config:\n  num_expanding_parents: 5\n  samples_per_prompt: 2\nplatform:\n  profiler: nvidia\n  rag_prescriber: nvidia\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.warnings,
+            vec![
+                "ka.yaml: ignoring KernelAgent keys that kactors does not use: divergence_threshold, target_platform, strategy_config.num_expanding_parents, strategy_config.samples_per_prompt, platform.rag_prescriber"
+            ]
+        );
+    }
+
+    #[test]
+    fn openai_model_is_an_alias_of_model() {
+        let config = parse_config("a.yaml", "openai_model: gpt-5\n").unwrap();
+        assert_eq!(config.model.as_deref(), Some("gpt-5"));
+        assert!(error_of("model: a\nopenai_model: b\n").contains("name different models"));
+    }
+
+    #[test]
+    fn values_of_the_wrong_type_name_the_key_and_what_is_accepted() {
+        assert_eq!(
+            error_of("num_workers: four\n"),
+            "configs/test.yaml: invalid value for `num_workers`: expected a whole number of at least 1, found \"four\""
+        );
+        assert_eq!(
+            error_of("platform: tpu\n"),
+            "configs/test.yaml: invalid value for `platform`: unknown platform \"tpu\": expected one of noop, nvidia, rocm"
+        );
+        assert_eq!(
+            error_of("strategy: annealing\n"),
+            "configs/test.yaml: invalid value for `strategy`: unknown search strategy \"annealing\": expected beam_search or greedy"
+        );
+    }
+
+    #[test]
+    fn a_platform_map_keeps_each_component() {
+        let config =
+            parse_config("m.yaml", "platform:\n  verifier: rocm\n  profiler: noop\n").unwrap();
+        let PlatformSpec::Components(components) = config.platform.unwrap() else {
+            panic!("a map")
+        };
+        assert_eq!(
+            components["verifier"],
+            ComponentPlatform::Vendor(Vendor::Rocm)
+        );
+        assert_eq!(components["profiler"], ComponentPlatform::Noop);
+    }
+
+    #[test]
+    fn kernelagent_templates_are_warned_about_and_not_used() {
+        let config = parse_config("t.yaml", "templates:\n  kernel_optimization: x.j2\n").unwrap();
+        assert!(config.templates.is_empty());
+        assert!(
+            config.warnings[0]
+                .contains("`templates.kernel_optimization` is a KernelAgent template")
+        );
+    }
+
+    #[test]
+    fn every_configuration_file_kernelagent_ships_loads() {
+        let folder = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/kernelagent-configs"
+        );
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|ext| ext != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            // techniques_default.yaml is the technique list that technique_clustering reads, not
+            // a strategy configuration.
+            if text.lines().any(|line| line.starts_with("techniques:")) {
+                continue;
+            }
+            parse_config(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
+            loaded += 1;
+        }
+        assert!(loaded >= 16, "only {loaded} KernelAgent files were found");
+    }
+}

@@ -1,0 +1,22 @@
+//! Exit codes, documented in the README and in `kactors --help`.
+
+use actors::journal::RunOutcome;
+
+/// The run ended as planned: rounds done, converged, a limit reached, also when nothing beat
+/// the initial kernel.
+pub const SUCCESS: i32 = 0;
+/// The run could not do what it was asked: the initial kernel fails verification, the LLM
+/// provider refuses the credentials.
+pub const RUN_FAILED: i32 = 1;
+/// Bad usage, configuration, input or environment: no GPU visible, a required tool missing.
+pub const USAGE: i32 = 2;
+/// Interrupted by SIGINT or SIGTERM.
+pub const INTERRUPTED: i32 = 130;
+
+pub fn of_outcome(outcome: RunOutcome) -> i32 {
+    match outcome {
+        RunOutcome::Completed => SUCCESS,
+        RunOutcome::Failed => RUN_FAILED,
+        RunOutcome::Interrupted => INTERRUPTED,
+    }
+}

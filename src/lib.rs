@@ -1,0 +1,16 @@
+//! kactors: the outside world of the actor runtime in the `actors` crate. The command line,
+//! configuration, kernel directories, the run directory, child processes, platforms (noop,
+//! NVIDIA, ROCm), LLM providers and prompts live here and implement the runtime's ports.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod exit;
+pub mod kernel_dir;
+pub mod noop;
+pub mod progress;
+pub mod prompts;
+pub mod replay;
+pub mod run;
+pub mod run_dir;
+pub mod signals;

@@ -1,0 +1,219 @@
+//! `kactors run`: resolve the configuration, the kernel directory and the devices, make the run
+//! directory, then start the actor system and wait for the Supervisor's verdict.
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use actix::Actor;
+use actors::journal::{DeviceDescription, Event};
+use actors::manager::ManagerSettings;
+use actors::model::DeviceId;
+use actors::ports::{LlmProvider, ProgressSink};
+use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
+use tokio::sync::oneshot;
+
+use crate::cli::RunArgs;
+use crate::commands::CommandError;
+use crate::config::{
+    CliOverrides, LlmChoice, Platform, RunSettings, Strategies, parse_config, resolve,
+};
+use crate::exit;
+use crate::kernel_dir::KernelDir;
+use crate::noop::NoopEvaluatorFactory;
+use crate::progress::{JsonProgress, PlainProgress, SystemClock};
+use crate::prompts::Prompts;
+use crate::replay::ReplayProvider;
+use crate::run_dir::RunDirectory;
+use crate::signals::{ProcessGroupSignaller, forward_interrupts};
+
+/// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
+/// keeps killing its worker does not spin for hours.
+const RESTART_BUDGET: u32 = 3;
+
+/// The devices a run uses, described for the journal.
+struct RunDevices {
+    ids: Vec<DeviceId>,
+    descriptions: Vec<DeviceDescription>,
+}
+
+fn simulated_devices(count: u32) -> RunDevices {
+    let ids: Vec<DeviceId> = (0..count).map(DeviceId).collect();
+    let descriptions = ids
+        .iter()
+        .map(|id| DeviceDescription {
+            device: *id,
+            name: format!("noop simulated device {id}"),
+            uuid: None,
+        })
+        .collect();
+    RunDevices { ids, descriptions }
+}
+
+fn select_devices(settings: &RunSettings) -> Result<RunDevices, CommandError> {
+    match settings.platform {
+        // The noop platform has as many simulated devices as workers were asked for.
+        Platform::Noop => Ok(simulated_devices(settings.num_workers.unwrap_or(1))),
+        Platform::Nvidia | Platform::Rocm | Platform::Detect => {
+            Err(CommandError::Environment(format!(
+                "strategy `{}` needs GPU devices and an evaluator, which this build of kactors does not have yet: use a strategy with `platform: noop`",
+                settings.strategy
+            )))
+        }
+    }
+}
+
+fn llm_provider(
+    settings: &RunSettings,
+    kernel: &KernelDir,
+) -> Result<Rc<dyn LlmProvider>, CommandError> {
+    match &settings.llm {
+        LlmChoice::Replay { dir, latency_s } => {
+            let dir = dir
+                .clone()
+                .unwrap_or_else(|| kernel.root.join("candidates"));
+            Ok(Rc::new(ReplayProvider::from_dir(
+                &dir,
+                Duration::from_secs_f64(*latency_s),
+            )?))
+        }
+        LlmChoice::Remote { name, .. } => Err(CommandError::Environment(format!(
+            "llm provider `{name}` is not available in this build of kactors: use `--provider replay` (answers from the kernel directory's candidates/)"
+        ))),
+    }
+}
+
+fn init_logging(run_root: &Path) {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, filter::LevelFilter, fmt};
+    let Ok(log) = std::fs::File::create(run_root.join("kactors.log")) else {
+        return;
+    };
+    let to_file = fmt::layer()
+        .with_ansi(false)
+        .with_writer(Arc::new(log))
+        .with_filter(LevelFilter::INFO);
+    let to_stderr = fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
+    let _ = tracing_subscriber::registry()
+        .with(to_file)
+        .with(to_stderr)
+        .try_init();
+}
+
+pub fn run(args: RunArgs) -> Result<i32, CommandError> {
+    let strategies = Strategies::new(args.config_dir.config_dir.clone());
+    let file = strategies.find(&args.strategy)?;
+    let config = parse_config(&file.display_name(), &file.text)?;
+    let overrides = CliOverrides {
+        workers: args.workers,
+        max_rounds: args.max_rounds,
+        provider: args.provider.clone(),
+        python: args.python.clone(),
+    };
+    let settings = resolve(&file, &config, &overrides)?;
+    for warning in &settings.warnings {
+        eprintln!("kactors: warning: {warning}");
+    }
+    let kernel = KernelDir::open(&args.kernel_dir)?;
+    let devices = select_devices(&settings)?;
+    let simulated = settings.platform == Platform::Noop;
+    let llm = llm_provider(&settings, &kernel)?;
+    let platform_name = if simulated {
+        "noop (simulated devices)"
+    } else {
+        "GPU"
+    };
+    let prompts = Rc::new(Prompts::new(&settings.templates, platform_name, simulated)?);
+
+    let run_dir = RunDirectory::create(
+        &args.run_dir,
+        &settings.strategy,
+        SystemTime::now(),
+        &settings.to_yaml(),
+    )?;
+    let run_root = run_dir.root().to_path_buf();
+    init_logging(&run_root);
+    eprintln!("kactors: run directory {}", run_root.display());
+
+    let search = settings.search();
+    let started = Event::RunStarted {
+        strategy: settings.strategy.clone(),
+        platform: if simulated {
+            "noop".into()
+        } else {
+            "gpu".into()
+        },
+        simulated,
+        search: search.kind.name().into(),
+        num_top_kernels: search.num_top_kernels,
+        num_bottlenecks: search.num_bottlenecks,
+        max_rounds: search.max_rounds,
+        devices: devices.descriptions.clone(),
+    };
+    let plan = RunPlan {
+        started,
+        manager: ManagerSettings {
+            search,
+            devices: devices.ids.clone(),
+            step_deadline: settings.test_timeout(None),
+            profile_parents: settings.profiler_enabled && !simulated,
+        },
+        initial_source: kernel.initial.clone(),
+        max_inflight: search.candidates_per_round() as usize,
+        kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
+        restart_budget: RESTART_BUDGET,
+    };
+    let progress: Box<dyn ProgressSink> = if args.json {
+        Box::new(JsonProgress)
+    } else {
+        Box::new(PlainProgress)
+    };
+    let io = RunIo {
+        store: Box::new(run_dir),
+        progress,
+        clock: Arc::new(SystemClock),
+        signaller: Box::new(ProcessGroupSignaller),
+    };
+    let eval_time = Duration::from_secs_f64(settings.noop_eval_s);
+    let ports = Box::new(move |_watchdog| WorkPorts {
+        evaluators: Rc::new(NoopEvaluatorFactory { eval_time }),
+        profiler: None,
+        llm,
+        prompts,
+    });
+
+    let system = actix::System::new();
+    let result = system.block_on(async move {
+        let (sender, receiver) = oneshot::channel();
+        let supervisor = Supervisor::new(io, ports, plan, sender).start();
+        forward_interrupts(supervisor).map_err(|error| {
+            CommandError::Environment(format!(
+                "failed to install the SIGINT/SIGTERM handlers: {error}"
+            ))
+        })?;
+        receiver.await.map_err(|_| {
+            CommandError::Environment("the supervisor stopped without a verdict".into())
+        })
+    })?;
+    if let Some(error) = &result.record_error {
+        eprintln!("kactors: error: {error}");
+    }
+    eprintln!(
+        "kactors: {} ({}); report: {}",
+        outcome_word(&result.outcome),
+        result.reason,
+        run_root.join("report.md").display()
+    );
+    Ok(exit::of_outcome(result.outcome))
+}
+
+fn outcome_word(outcome: &actors::journal::RunOutcome) -> &'static str {
+    match outcome {
+        actors::journal::RunOutcome::Completed => "run completed",
+        actors::journal::RunOutcome::Failed => "run failed",
+        actors::journal::RunOutcome::Interrupted => "run interrupted",
+    }
+}

@@ -1,0 +1,54 @@
+//! Signals, both ways: SIGINT and SIGTERM reaching kactors become `Interrupt` messages to the
+//! Supervisor, and the Watchdog's `GroupSignaller` port ends child process groups.
+
+use actix::Addr;
+use actors::ports::{GroupId, GroupSignaller};
+use actors::supervisor::{Interrupt, Supervisor};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::signal::unix::{SignalKind, signal};
+
+/// Forwards every SIGINT and SIGTERM to the Supervisor, which decides what each one means.
+pub fn forward_interrupts(supervisor: Addr<Supervisor>) -> std::io::Result<()> {
+    let mut interrupts = signal(SignalKind::interrupt())?;
+    let mut terminations = signal(SignalKind::terminate())?;
+    actix_rt::spawn(async move {
+        loop {
+            let name = tokio::select! {
+                Some(()) = interrupts.recv() => "SIGINT",
+                Some(()) = terminations.recv() => "SIGTERM",
+                else => break,
+            };
+            supervisor.do_send(Interrupt {
+                signal: name.to_string(),
+            });
+        }
+    });
+    Ok(())
+}
+
+/// Signals whole process groups: profilers and Python start grandchildren, and all of them go.
+pub struct ProcessGroupSignaller;
+
+impl ProcessGroupSignaller {
+    fn send(group: GroupId, signal: Signal) {
+        match killpg(Pid::from_raw(group.0), signal) {
+            // The group is already gone: nothing left to end.
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(error) => tracing::warn!(
+                "failed to send {signal} to process group {}: {error}",
+                group.0
+            ),
+        }
+    }
+}
+
+impl GroupSignaller for ProcessGroupSignaller {
+    fn terminate(&self, group: GroupId) {
+        Self::send(group, Signal::SIGTERM);
+    }
+
+    fn kill(&self, group: GroupId) {
+        Self::send(group, Signal::SIGKILL);
+    }
+}

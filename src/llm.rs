@@ -1,0 +1,27 @@
+//! The LLM provider layer: configuration, wire formats, retries, limits and reply parsing.
+//! The LlmBroker actor drives it; nothing here holds actor state.
+
+pub mod anthropic;
+mod code;
+mod http;
+mod limits;
+pub mod openai;
+mod request;
+mod retry;
+mod settings;
+
+pub use code::extract_kernel_code;
+pub use http::{ChatProvider, HttpProvider, HttpProviderError, ProviderError, RetryCause};
+pub use limits::{
+    Budget, BudgetRefusal, RateLimiter, RequestCost, Reservation, SpendTotals, TokenEstimator,
+    UsageSource,
+};
+pub use request::{ChatMessage, ChatReply, ChatRequest, RequestKind, Role, Usage};
+pub use retry::{
+    Answered, Exhausted, RetryPolicy, parse_retry_after, random_unit, send_with_retries,
+};
+pub use settings::{
+    ApiKey, LlmConfigError, LlmConfigWarning, LlmSettings, ModelCapability, ModelTable,
+    ModelTableError, Price, Provider, RawLlmConfig, RawPrice, ReasoningKind, ReasoningRequest,
+    resolve, resolve_with_table,
+};

@@ -1,0 +1,1387 @@
+//! The LLM configuration keys, resolved against the capability table in data/models.yaml and
+//! the environment into settings the providers can use without further checks.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The capability and price table shipped with kactors; a data file, edited without touching code.
+const BUILTIN_MODEL_TABLE: &str = include_str!("../../data/models.yaml");
+
+const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Used when max_tokens is not configured (limited to the model's maximum output when known).
+const DEFAULT_MAX_TOKENS: u32 = 32_000;
+const DEFAULT_MAX_INFLIGHT: u32 = 4;
+/// Long answers (tens of thousands of tokens, with thinking) take minutes to generate.
+const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// Anthropic rejects a thinking budget below 1024 tokens.
+const MIN_THINKING_BUDGET_TOKENS: u32 = 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum Provider {
+    #[serde(rename = "anthropic")]
+    Anthropic,
+    #[serde(rename = "openai")]
+    OpenAi,
+    #[serde(rename = "openai_compatible")]
+    OpenAiCompatible,
+    #[serde(rename = "replay")]
+    Replay,
+}
+
+impl Provider {
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Anthropic => "anthropic",
+            Provider::OpenAi => "openai",
+            Provider::OpenAiCompatible => "openai_compatible",
+            Provider::Replay => "replay",
+        }
+    }
+
+    /// The environment variable the provider's key is read from.
+    pub fn key_env_var(self) -> Option<&'static str> {
+        match self {
+            Provider::Anthropic => Some("ANTHROPIC_API_KEY"),
+            Provider::OpenAi | Provider::OpenAiCompatible => Some("OPENAI_API_KEY"),
+            Provider::Replay => None,
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How a model is asked to reason harder, per the capability table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningKind {
+    None,
+    /// `thinking: {type: enabled, budget_tokens}` (Claude 4.5 and older 4.x models).
+    AnthropicThinking,
+    /// `thinking: {type: adaptive}` with `output_config: {effort}` (Claude 4.6 and later).
+    AnthropicEffort,
+    /// `reasoning_effort` on Chat Completions (o-series, GPT-5 family).
+    OpenaiReasoningEffort,
+}
+
+/// What a request carries to make the model reason harder; decided once from the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasoningRequest {
+    AnthropicThinking { budget_tokens: u32 },
+    AnthropicEffort { effort: &'static str },
+    OpenAiEffort { effort: &'static str },
+}
+
+/// USD per million tokens, with where the figures came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Price {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+    pub source: String,
+}
+
+impl Price {
+    pub fn cost_usd(&self, input_tokens: u64, output_tokens: u64) -> f64 {
+        (input_tokens as f64 * self.input_usd_per_mtok
+            + output_tokens as f64 * self.output_usd_per_mtok)
+            / 1_000_000.0
+    }
+}
+
+/// What kactors knows about the configured model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelCapability {
+    /// The table entry's name, or the configured model when it is not in the table.
+    pub model: String,
+    pub known: bool,
+    pub accepts_temperature: bool,
+    pub reasoning: ReasoningKind,
+    pub max_output_tokens: Option<u32>,
+    pub price: Option<Price>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ModelTableError {
+    #[error("unreadable model table: {0}")]
+    Yaml(#[from] serde_yaml::Error),
+    #[error("model table names {name} twice: each model and alias may appear once")]
+    Duplicate { name: String },
+    #[error("model table entry {model}: {reason}")]
+    Invalid { model: String, reason: String },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelTableFile {
+    models: Vec<ModelEntryFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModelEntryFile {
+    model: String,
+    #[serde(default)]
+    aliases: Vec<String>,
+    provider: Provider,
+    accepts_temperature: bool,
+    reasoning: ReasoningKind,
+    max_output_tokens: u32,
+    price: PriceFile,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PriceFile {
+    input_usd_per_mtok: f64,
+    output_usd_per_mtok: f64,
+    source: String,
+    checked: String,
+}
+
+/// The parsed capability table: models by name and alias.
+#[derive(Debug, Clone)]
+pub struct ModelTable {
+    entries: Vec<ModelEntryFile>,
+    index_by_name: HashMap<String, usize>,
+}
+
+impl ModelTable {
+    pub fn builtin() -> Result<ModelTable, ModelTableError> {
+        ModelTable::parse(BUILTIN_MODEL_TABLE)
+    }
+
+    pub fn parse(text: &str) -> Result<ModelTable, ModelTableError> {
+        let file: ModelTableFile = serde_yaml::from_str(text)?;
+        let mut index_by_name = HashMap::new();
+        for (index, entry) in file.models.iter().enumerate() {
+            validate_entry(entry)?;
+            for name in std::iter::once(&entry.model).chain(&entry.aliases) {
+                if index_by_name.insert(name.clone(), index).is_some() {
+                    return Err(ModelTableError::Duplicate { name: name.clone() });
+                }
+            }
+        }
+        Ok(ModelTable {
+            entries: file.models,
+            index_by_name,
+        })
+    }
+
+    /// Finds a model by its name or alias, also with a release-date suffix
+    /// (`claude-sonnet-4-5-20250929`, `gpt-4.1-2025-04-14`). Nothing else is matched as a
+    /// prefix, so a variant the table does not name (say `o3-pro`) is unknown rather than
+    /// silently priced as its base model.
+    fn lookup(&self, model: &str) -> Option<&ModelEntryFile> {
+        let index = self
+            .index_by_name
+            .get(model)
+            .or_else(|| self.index_by_name.get(strip_date_suffix(model)?))?;
+        Some(&self.entries[*index])
+    }
+
+    fn capability(&self, model: &str) -> Option<(Provider, ModelCapability)> {
+        let entry = self.lookup(model)?;
+        let capability = ModelCapability {
+            model: entry.model.clone(),
+            known: true,
+            accepts_temperature: entry.accepts_temperature,
+            reasoning: entry.reasoning,
+            max_output_tokens: Some(entry.max_output_tokens),
+            price: Some(Price {
+                input_usd_per_mtok: entry.price.input_usd_per_mtok,
+                output_usd_per_mtok: entry.price.output_usd_per_mtok,
+                source: format!(
+                    "data/models.yaml: {} (checked {})",
+                    entry.price.source, entry.price.checked
+                ),
+            }),
+        };
+        Some((entry.provider, capability))
+    }
+}
+
+fn validate_entry(entry: &ModelEntryFile) -> Result<(), ModelTableError> {
+    let invalid = |reason: &str| ModelTableError::Invalid {
+        model: entry.model.clone(),
+        reason: reason.to_string(),
+    };
+    if entry.model.trim().is_empty() || entry.aliases.iter().any(|a| a.trim().is_empty()) {
+        return Err(invalid("empty model name or alias"));
+    }
+    if !matches!(entry.provider, Provider::Anthropic | Provider::OpenAi) {
+        return Err(invalid("provider must be anthropic or openai"));
+    }
+    let reasoning_fits_provider = match entry.reasoning {
+        ReasoningKind::None => true,
+        ReasoningKind::AnthropicThinking | ReasoningKind::AnthropicEffort => {
+            entry.provider == Provider::Anthropic
+        }
+        ReasoningKind::OpenaiReasoningEffort => entry.provider == Provider::OpenAi,
+    };
+    if !reasoning_fits_provider {
+        return Err(invalid("reasoning kind belongs to another provider"));
+    }
+    if entry.max_output_tokens == 0 {
+        return Err(invalid("max_output_tokens must be positive"));
+    }
+    let price = &entry.price;
+    if !is_valid_price(price.input_usd_per_mtok) || !is_valid_price(price.output_usd_per_mtok) {
+        return Err(invalid("prices must be finite and not negative"));
+    }
+    if price.source.trim().is_empty() || !is_iso_date(&price.checked) {
+        return Err(invalid(
+            "each price needs a source and a checked date (YYYY-MM-DD)",
+        ));
+    }
+    Ok(())
+}
+
+fn is_valid_price(usd_per_mtok: f64) -> bool {
+    usd_per_mtok.is_finite() && usd_per_mtok >= 0.0
+}
+
+fn is_iso_date(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    bytes.len() == 10
+        && bytes.iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        })
+}
+
+/// `name-20250929` (Anthropic) or `name-2025-04-14` (OpenAI) to `name`.
+fn strip_date_suffix(model: &str) -> Option<&str> {
+    let (base, suffix) = model.rsplit_once('-')?;
+    if suffix.len() == 8 && suffix.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(base);
+    }
+    // YYYY-MM-DD: three dash-separated groups at the end.
+    let (rest, day) = model.rsplit_once('-')?;
+    let (rest, month) = rest.rsplit_once('-')?;
+    let (base, year) = rest.rsplit_once('-')?;
+    let all_digits = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_digit());
+    (all_digits(year, 4) && all_digits(month, 2) && all_digits(day, 2)).then_some(base)
+}
+
+/// An API key read from the environment. It prints as `[redacted]` so that no Debug or
+/// Display of a settings value, error or log line can carry it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    pub fn new(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+
+    /// The key itself, for the one header that must carry it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// `text` with every occurrence of the key replaced, for server messages that echo it.
+    pub fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() {
+            return text.to_string();
+        }
+        text.replace(&self.0, "[redacted]")
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+/// The LLM keys as they appear in the configuration, before any check.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlmConfig {
+    #[serde(alias = "openai_model")]
+    pub model: Option<String>,
+    pub provider: Option<Provider>,
+    pub base_url: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    #[serde(default)]
+    pub high_reasoning_effort: bool,
+    pub max_inflight: Option<u32>,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+    pub budget_usd: Option<f64>,
+    pub request_timeout_s: Option<f64>,
+    /// Per model name; overrides the data file's price for that model.
+    #[serde(default)]
+    pub prices: BTreeMap<String, RawPrice>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LlmConfigError {
+    #[error(
+        "no model configured: set model (for example claude-sonnet-4-6 or gpt-5), or provider: replay"
+    )]
+    MissingModel,
+    #[error(
+        "cannot tell which provider serves model {model}: set provider to anthropic, openai, \
+         openai_compatible (with base_url) or replay, or set base_url for an OpenAI-compatible server"
+    )]
+    UnknownProvider { model: String },
+    #[error(
+        "{env_var} is not set: the {provider} provider takes its API key from the environment only"
+    )]
+    MissingApiKey {
+        provider: Provider,
+        env_var: &'static str,
+    },
+    #[error("provider openai_compatible needs base_url (for example http://localhost:8000/v1)")]
+    MissingBaseUrl,
+    #[error("base_url {url} is not an http:// or https:// URL")]
+    InvalidBaseUrl { url: String },
+    #[error(
+        "budget_usd is set but model {model} has no price: add prices.{model} with \
+         input_usd_per_mtok and output_usd_per_mtok, or remove budget_usd"
+    )]
+    BudgetWithoutPrice { model: String },
+    #[error("max_tokens {max_tokens} exceeds the {limit} output tokens model {model} can produce")]
+    MaxTokensAboveModelLimit {
+        model: String,
+        max_tokens: u32,
+        limit: u32,
+    },
+    #[error("invalid {key} {value}: expected {expected}")]
+    InvalidValue {
+        key: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("invalid prices.{model}: prices must be finite and not negative")]
+    InvalidPrice { model: String },
+    #[error("built-in model table is broken: {0}")]
+    ModelTable(String),
+}
+
+/// Something the configuration asks for that will not be sent, or cannot be checked.
+/// The broker logs these and records them in the journal at start-up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LlmConfigWarning {
+    #[error(
+        "model {model} is not in data/models.yaml: no reasoning effort is requested, temperature \
+         is sent only to an openai_compatible server, and it has no price unless prices.{model} is set"
+    )]
+    UnknownModel { model: String },
+    #[error("temperature is not sent: model {model} does not accept it")]
+    TemperatureNotAccepted { model: String },
+    #[error("temperature is not sent: model {model} rejects it while reasoning harder")]
+    TemperatureDroppedForReasoning { model: String },
+    #[error(
+        "high_reasoning_effort is ignored: model {model} has no reasoning control over {provider}"
+    )]
+    ReasoningNotSupported { model: String, provider: Provider },
+    #[error(
+        "high_reasoning_effort is ignored: extended thinking on {model} needs max_tokens of at least \
+         {needed} (thinking takes half), got {max_tokens}"
+    )]
+    MaxTokensTooSmallForThinking {
+        model: String,
+        max_tokens: u32,
+        needed: u32,
+    },
+}
+
+/// Everything a provider needs, checked.
+#[derive(Debug, Clone)]
+pub struct LlmSettings {
+    pub provider: Provider,
+    pub model: String,
+    /// None only for the replay provider. Anthropic's base has no /v1 (the path adds it);
+    /// OpenAI-style bases end in /v1, as in the official SDKs.
+    pub base_url: Option<String>,
+    pub api_key: Option<ApiKey>,
+    pub max_tokens: u32,
+    pub temperature: Option<f64>,
+    pub high_reasoning_effort: bool,
+    pub max_inflight: u32,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+    pub budget_usd: Option<f64>,
+    pub request_timeout: Duration,
+    pub capability: ModelCapability,
+    pub warnings: Vec<LlmConfigWarning>,
+}
+
+impl LlmSettings {
+    /// The reasoning control each request carries: only when asked for, only when the table
+    /// says the model has one, and only over the protocol that control belongs to.
+    pub fn reasoning_to_send(&self) -> Option<ReasoningRequest> {
+        if !self.high_reasoning_effort {
+            return None;
+        }
+        match (self.capability.reasoning, self.provider) {
+            (ReasoningKind::AnthropicThinking, Provider::Anthropic) => {
+                // Thinking counts against max_tokens: half for thinking leaves half for the answer.
+                let budget_tokens = self.max_tokens / 2;
+                (budget_tokens >= MIN_THINKING_BUDGET_TOKENS)
+                    .then_some(ReasoningRequest::AnthropicThinking { budget_tokens })
+            }
+            (ReasoningKind::AnthropicEffort, Provider::Anthropic) => {
+                Some(ReasoningRequest::AnthropicEffort { effort: "high" })
+            }
+            (
+                ReasoningKind::OpenaiReasoningEffort,
+                Provider::OpenAi | Provider::OpenAiCompatible,
+            ) => Some(ReasoningRequest::OpenAiEffort { effort: "high" }),
+            _ => None,
+        }
+    }
+
+    /// The temperature each request carries: only when configured and accepted, and never next
+    /// to a reasoning control (Anthropic rejects temperature with thinking; OpenAI's reasoning
+    /// models reject it altogether).
+    pub fn temperature_to_send(&self) -> Option<f64> {
+        self.temperature
+            .filter(|_| self.capability.accepts_temperature && self.reasoning_to_send().is_none())
+    }
+}
+
+/// Resolves the configuration against the built-in model table; `env` reads the environment.
+pub fn resolve(
+    raw: &RawLlmConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<LlmSettings, LlmConfigError> {
+    let table =
+        ModelTable::builtin().map_err(|error| LlmConfigError::ModelTable(error.to_string()))?;
+    resolve_with_table(raw, env, &table)
+}
+
+pub fn resolve_with_table(
+    raw: &RawLlmConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+    table: &ModelTable,
+) -> Result<LlmSettings, LlmConfigError> {
+    let configured_model = raw
+        .model
+        .as_deref()
+        .map(str::trim)
+        .filter(|model| !model.is_empty());
+    let base_url = raw
+        .base_url
+        .as_deref()
+        .map(|url| url.trim().trim_end_matches('/'))
+        .filter(|url| !url.is_empty());
+
+    let limits = resolve_limits(raw)?;
+    if raw.provider == Some(Provider::Replay) {
+        return Ok(replay_settings(raw, configured_model, limits));
+    }
+    let model = configured_model
+        .ok_or(LlmConfigError::MissingModel)?
+        .to_string();
+    let table_entry = table.capability(&model);
+    let provider = match raw.provider {
+        Some(provider) => provider,
+        None => table_entry
+            .as_ref()
+            .map(|(provider, _)| *provider)
+            .or_else(|| provider_from_model_name(&model))
+            .or(base_url.map(|_| Provider::OpenAiCompatible))
+            .ok_or_else(|| LlmConfigError::UnknownProvider {
+                model: model.clone(),
+            })?,
+    };
+
+    let mut warnings = Vec::new();
+    let mut capability = match table_entry {
+        Some((_, capability)) => capability,
+        None => {
+            warnings.push(LlmConfigWarning::UnknownModel {
+                model: model.clone(),
+            });
+            ModelCapability {
+                model: model.clone(),
+                known: false,
+                // Any OpenAI-compatible server takes a temperature; an unknown hosted model may
+                // reject it (Claude Opus 4.7 answers 400), which would fail every request.
+                accepts_temperature: provider == Provider::OpenAiCompatible,
+                reasoning: ReasoningKind::None,
+                max_output_tokens: None,
+                price: None,
+            }
+        }
+    };
+    if let Some(price) = configured_price(raw, &model, &capability.model)? {
+        capability.price = Some(price);
+    }
+
+    let base_url = match (base_url, provider) {
+        (Some(url), _) => {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(LlmConfigError::InvalidBaseUrl {
+                    url: url.to_string(),
+                });
+            }
+            url.to_string()
+        }
+        (None, Provider::Anthropic) => ANTHROPIC_DEFAULT_BASE_URL.to_string(),
+        (None, Provider::OpenAi) => OPENAI_DEFAULT_BASE_URL.to_string(),
+        (None, _) => return Err(LlmConfigError::MissingBaseUrl),
+    };
+
+    let env_var = provider.key_env_var();
+    let api_key = env_var
+        .and_then(env)
+        .filter(|key| !key.trim().is_empty())
+        .map(|key| ApiKey::new(key.trim().to_string()));
+    if api_key.is_none()
+        && let (Provider::Anthropic | Provider::OpenAi, Some(env_var)) = (provider, env_var)
+    {
+        return Err(LlmConfigError::MissingApiKey { provider, env_var });
+    }
+
+    let max_tokens = match raw.max_tokens {
+        Some(0) => {
+            return Err(invalid("max_tokens", 0, "a positive number of tokens"));
+        }
+        Some(max_tokens) => {
+            if let Some(limit) = capability.max_output_tokens
+                && max_tokens > limit
+            {
+                return Err(LlmConfigError::MaxTokensAboveModelLimit {
+                    model: model.clone(),
+                    max_tokens,
+                    limit,
+                });
+            }
+            max_tokens
+        }
+        None => capability
+            .max_output_tokens
+            .map_or(DEFAULT_MAX_TOKENS, |limit| limit.min(DEFAULT_MAX_TOKENS)),
+    };
+
+    if let Some(temperature) = raw.temperature {
+        let (range_end, expected) = if provider == Provider::Anthropic {
+            (1.0, "a number from 0 to 1")
+        } else {
+            (2.0, "a number from 0 to 2")
+        };
+        if !(temperature.is_finite() && (0.0..=range_end).contains(&temperature)) {
+            return Err(invalid("temperature", temperature, expected));
+        }
+    }
+    if limits.budget_usd.is_some() && capability.price.is_none() {
+        return Err(LlmConfigError::BudgetWithoutPrice {
+            model: model.clone(),
+        });
+    }
+
+    let mut settings = LlmSettings {
+        provider,
+        model,
+        base_url: Some(base_url),
+        api_key,
+        max_tokens,
+        temperature: raw.temperature,
+        high_reasoning_effort: raw.high_reasoning_effort,
+        max_inflight: limits.max_inflight,
+        requests_per_minute: limits.requests_per_minute,
+        tokens_per_minute: limits.tokens_per_minute,
+        budget_usd: limits.budget_usd,
+        request_timeout: limits.request_timeout,
+        capability,
+        warnings,
+    };
+    let dropped = dropped_setting_warnings(&settings);
+    settings.warnings.extend(dropped);
+    Ok(settings)
+}
+
+/// The keys every provider shares, replay included.
+struct Limits {
+    max_inflight: u32,
+    requests_per_minute: Option<u32>,
+    tokens_per_minute: Option<u64>,
+    budget_usd: Option<f64>,
+    request_timeout: Duration,
+}
+
+fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
+    let max_inflight = match raw.max_inflight {
+        Some(0) => return Err(invalid("max_inflight", 0, "at least 1")),
+        Some(max_inflight) => max_inflight,
+        None => DEFAULT_MAX_INFLIGHT,
+    };
+    if raw.requests_per_minute == Some(0) {
+        return Err(invalid("requests_per_minute", 0, "at least 1, or no limit"));
+    }
+    if raw.tokens_per_minute == Some(0) {
+        return Err(invalid("tokens_per_minute", 0, "at least 1, or no limit"));
+    }
+    let request_timeout = match raw.request_timeout_s {
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 => Duration::from_secs_f64(seconds),
+        Some(seconds) => {
+            return Err(invalid(
+                "request_timeout_s",
+                seconds,
+                "a positive number of seconds",
+            ));
+        }
+        None => DEFAULT_REQUEST_TIMEOUT,
+    };
+    if let Some(budget_usd) = raw.budget_usd
+        && !(budget_usd.is_finite() && budget_usd > 0.0)
+    {
+        return Err(invalid(
+            "budget_usd",
+            budget_usd,
+            "a positive amount of USD",
+        ));
+    }
+    Ok(Limits {
+        max_inflight,
+        requests_per_minute: raw.requests_per_minute,
+        tokens_per_minute: raw.tokens_per_minute,
+        budget_usd: raw.budget_usd,
+        request_timeout,
+    })
+}
+
+/// Replay answers from files: no model, key, URL or price needed.
+fn replay_settings(
+    raw: &RawLlmConfig,
+    configured_model: Option<&str>,
+    limits: Limits,
+) -> LlmSettings {
+    let model = configured_model.unwrap_or("replay").to_string();
+    LlmSettings {
+        provider: Provider::Replay,
+        model: model.clone(),
+        base_url: None,
+        api_key: None,
+        max_tokens: raw.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        temperature: None,
+        high_reasoning_effort: false,
+        max_inflight: limits.max_inflight,
+        requests_per_minute: limits.requests_per_minute,
+        tokens_per_minute: limits.tokens_per_minute,
+        budget_usd: limits.budget_usd,
+        request_timeout: limits.request_timeout,
+        capability: ModelCapability {
+            model,
+            known: false,
+            accepts_temperature: false,
+            reasoning: ReasoningKind::None,
+            max_output_tokens: None,
+            price: Some(Price {
+                input_usd_per_mtok: 0.0,
+                output_usd_per_mtok: 0.0,
+                source: "replay answers from files and costs nothing".to_string(),
+            }),
+        },
+        warnings: Vec::new(),
+    }
+}
+
+fn invalid(key: &'static str, value: impl fmt::Display, expected: &'static str) -> LlmConfigError {
+    LlmConfigError::InvalidValue {
+        key,
+        value: value.to_string(),
+        expected,
+    }
+}
+
+/// claude-* is Anthropic's; gpt-*, o1, o3 and o4 (alone or with a suffix) are OpenAI's.
+fn provider_from_model_name(model: &str) -> Option<Provider> {
+    if model.starts_with("claude-") {
+        return Some(Provider::Anthropic);
+    }
+    let is_o_series = ["o1", "o3", "o4"].iter().any(|series| {
+        model
+            .strip_prefix(series)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('-'))
+    });
+    (model.starts_with("gpt-") || is_o_series).then_some(Provider::OpenAi)
+}
+
+/// A configured price for the model, under its own name or the table entry it resolved to.
+fn configured_price(
+    raw: &RawLlmConfig,
+    model: &str,
+    table_model: &str,
+) -> Result<Option<Price>, LlmConfigError> {
+    let found = raw
+        .prices
+        .get(model)
+        .map(|price| (model, price))
+        .or_else(|| {
+            let base = strip_date_suffix(model)?;
+            raw.prices.get(base).map(|price| (base, price))
+        })
+        .or_else(|| {
+            raw.prices
+                .get(table_model)
+                .map(|price| (table_model, price))
+        });
+    let Some((key, price)) = found else {
+        return Ok(None);
+    };
+    if !is_valid_price(price.input_usd_per_mtok) || !is_valid_price(price.output_usd_per_mtok) {
+        return Err(LlmConfigError::InvalidPrice {
+            model: key.to_string(),
+        });
+    }
+    Ok(Some(Price {
+        input_usd_per_mtok: price.input_usd_per_mtok,
+        output_usd_per_mtok: price.output_usd_per_mtok,
+        source: format!("configuration (prices.{key})"),
+    }))
+}
+
+fn dropped_setting_warnings(settings: &LlmSettings) -> Vec<LlmConfigWarning> {
+    let model = settings.model.clone();
+    let mut warnings = Vec::new();
+    let reasoning = settings.reasoning_to_send();
+    if settings.high_reasoning_effort && reasoning.is_none() && settings.capability.known {
+        let thinking_needs = 2 * MIN_THINKING_BUDGET_TOKENS;
+        if settings.capability.reasoning == ReasoningKind::AnthropicThinking
+            && settings.provider == Provider::Anthropic
+        {
+            warnings.push(LlmConfigWarning::MaxTokensTooSmallForThinking {
+                model: model.clone(),
+                max_tokens: settings.max_tokens,
+                needed: thinking_needs,
+            });
+        } else {
+            warnings.push(LlmConfigWarning::ReasoningNotSupported {
+                model: model.clone(),
+                provider: settings.provider,
+            });
+        }
+    }
+    if settings.temperature.is_some() && settings.temperature_to_send().is_none() {
+        if !settings.capability.accepts_temperature {
+            warnings.push(LlmConfigWarning::TemperatureNotAccepted { model });
+        } else if reasoning.is_some() {
+            warnings.push(LlmConfigWarning::TemperatureDroppedForReasoning { model });
+        }
+    }
+    warnings
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_with<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| value.to_string())
+        }
+    }
+
+    const KEYS: &[(&str, &str)] = &[
+        ("ANTHROPIC_API_KEY", "sk-ant-test-key"),
+        ("OPENAI_API_KEY", "sk-openai-test-key"),
+    ];
+
+    fn raw(model: &str) -> RawLlmConfig {
+        RawLlmConfig {
+            model: Some(model.to_string()),
+            ..RawLlmConfig::default()
+        }
+    }
+
+    fn resolve_ok(raw: &RawLlmConfig) -> LlmSettings {
+        resolve(raw, &env_with(KEYS)).expect("configuration should resolve")
+    }
+
+    #[test]
+    fn builtin_table_parses_and_every_price_has_a_source() {
+        let table = ModelTable::builtin().unwrap();
+        assert!(table.entries.len() >= 20);
+        for entry in &table.entries {
+            assert!(
+                entry.price.source.starts_with("https://"),
+                "{}",
+                entry.model
+            );
+            assert!(is_iso_date(&entry.price.checked), "{}", entry.model);
+        }
+    }
+
+    #[test]
+    fn builtin_table_covers_the_current_families() {
+        let table = ModelTable::builtin().unwrap();
+        let check = |model: &str, provider: Provider, reasoning: ReasoningKind, temp: bool| {
+            let (found_provider, capability) = table
+                .capability(model)
+                .unwrap_or_else(|| panic!("{model} missing from the table"));
+            assert_eq!(
+                (
+                    found_provider,
+                    capability.reasoning,
+                    capability.accepts_temperature
+                ),
+                (provider, reasoning, temp),
+                "{model}"
+            );
+        };
+        use Provider::{Anthropic, OpenAi};
+        use ReasoningKind::*;
+        check("claude-opus-4-7", Anthropic, AnthropicEffort, false);
+        check("claude-opus-4-6", Anthropic, AnthropicEffort, true);
+        check("claude-sonnet-4-6", Anthropic, AnthropicEffort, true);
+        check(
+            "claude-sonnet-4-5-20250929",
+            Anthropic,
+            AnthropicThinking,
+            true,
+        );
+        check("claude-haiku-4-5", Anthropic, AnthropicThinking, true);
+        check(
+            "claude-opus-4-1-20250805",
+            Anthropic,
+            AnthropicThinking,
+            true,
+        );
+        check("gpt-5", OpenAi, OpenaiReasoningEffort, false);
+        check(
+            "gpt-5-mini-2025-08-07",
+            OpenAi,
+            OpenaiReasoningEffort,
+            false,
+        );
+        check("o3", OpenAi, OpenaiReasoningEffort, false);
+        check("o4-mini", OpenAi, OpenaiReasoningEffort, false);
+        check("gpt-4.1-2025-04-14", OpenAi, None, true);
+        check("gpt-4o", OpenAi, None, true);
+    }
+
+    #[test]
+    fn table_matches_names_aliases_and_date_suffixes_only() {
+        let table = ModelTable::builtin().unwrap();
+        let entry_of = |model: &str| table.lookup(model).map(|entry| entry.model.as_str());
+        assert_eq!(entry_of("claude-opus-4-1"), Some("claude-opus-4-1"));
+        assert_eq!(entry_of("claude-opus-4-20250514"), Some("claude-opus-4-0"));
+        assert_eq!(entry_of("gpt-4o-2024-08-06"), Some("gpt-4o"));
+        assert_eq!(entry_of("o3-pro"), None);
+        assert_eq!(entry_of("gpt-5-turbo-preview"), None);
+        assert_eq!(entry_of("claude-opus-4-7-experimental"), None);
+    }
+
+    #[test]
+    fn table_rejects_broken_entries() {
+        let entry = |extra: &str| {
+            format!(
+                "models:\n  - model: m\n    provider: openai\n    accepts_temperature: true\n    \
+                 reasoning: none\n    max_output_tokens: 10\n{extra}"
+            )
+        };
+        let price = "    price: {input_usd_per_mtok: 1, output_usd_per_mtok: 2, source: https://x, checked: 2026-01-02}\n";
+        assert!(ModelTable::parse(&entry(price)).is_ok());
+        let no_date = price.replace("2026-01-02", "yesterday");
+        assert!(matches!(
+            ModelTable::parse(&entry(&no_date)),
+            Err(ModelTableError::Invalid { .. })
+        ));
+        let negative = price.replace("output_usd_per_mtok: 2", "output_usd_per_mtok: -2");
+        assert!(matches!(
+            ModelTable::parse(&entry(&negative)),
+            Err(ModelTableError::Invalid { .. })
+        ));
+        let twice = format!("{}{}", entry(price), &entry(price)["models:\n".len()..]);
+        assert!(matches!(
+            ModelTable::parse(&twice),
+            Err(ModelTableError::Duplicate { .. })
+        ));
+        let misspelt = entry(price).replace("accepts_temperature", "accept_temperature");
+        assert!(matches!(
+            ModelTable::parse(&misspelt),
+            Err(ModelTableError::Yaml(_))
+        ));
+    }
+
+    #[test]
+    fn provider_is_inferred_from_the_model_name() {
+        let provider_of = |model: &str| resolve_ok(&raw(model)).provider;
+        assert_eq!(provider_of("claude-sonnet-4-6"), Provider::Anthropic);
+        assert_eq!(provider_of("claude-future-9"), Provider::Anthropic);
+        assert_eq!(provider_of("gpt-5"), Provider::OpenAi);
+        assert_eq!(provider_of("gpt-7-preview"), Provider::OpenAi);
+        assert_eq!(provider_of("o3"), Provider::OpenAi);
+        assert_eq!(provider_of("o4-mini"), Provider::OpenAi);
+        assert_eq!(provider_of("o1-preview"), Provider::OpenAi);
+    }
+
+    #[test]
+    fn unknown_model_without_provider_or_base_url_says_how_to_choose() {
+        let error = resolve(&raw("qwen3-coder"), &env_with(KEYS)).unwrap_err();
+        assert_eq!(
+            error,
+            LlmConfigError::UnknownProvider {
+                model: "qwen3-coder".to_string()
+            }
+        );
+        let message = error.to_string();
+        assert!(message.contains("set provider to anthropic, openai, openai_compatible"));
+        // "o3x" is not an o-series name.
+        assert!(resolve(&raw("o3x"), &env_with(KEYS)).is_err());
+    }
+
+    #[test]
+    fn unknown_model_with_base_url_is_openai_compatible_and_warned() {
+        let settings = resolve_ok(&RawLlmConfig {
+            base_url: Some("http://127.0.0.1:8000/v1/".to_string()),
+            temperature: Some(0.7),
+            high_reasoning_effort: true,
+            ..raw("qwen3-coder")
+        });
+        assert_eq!(settings.provider, Provider::OpenAiCompatible);
+        assert_eq!(
+            settings.base_url.as_deref(),
+            Some("http://127.0.0.1:8000/v1")
+        );
+        assert_eq!(settings.reasoning_to_send(), None);
+        assert_eq!(settings.temperature_to_send(), Some(0.7));
+        assert_eq!(
+            settings.warnings,
+            vec![LlmConfigWarning::UnknownModel {
+                model: "qwen3-coder".to_string()
+            }]
+        );
+    }
+
+    #[test]
+    fn unknown_hosted_model_gets_neither_temperature_nor_effort() {
+        let settings = resolve_ok(&RawLlmConfig {
+            temperature: Some(0.5),
+            high_reasoning_effort: true,
+            ..raw("claude-future-9")
+        });
+        assert_eq!(settings.temperature_to_send(), None);
+        assert_eq!(settings.reasoning_to_send(), None);
+        assert!(matches!(
+            settings.warnings[0],
+            LlmConfigWarning::UnknownModel { .. }
+        ));
+    }
+
+    #[test]
+    fn keys_come_from_the_environment_and_are_required_for_hosted_providers() {
+        let no_keys = env_with(&[]);
+        assert_eq!(
+            resolve(&raw("claude-sonnet-4-6"), &no_keys).unwrap_err(),
+            LlmConfigError::MissingApiKey {
+                provider: Provider::Anthropic,
+                env_var: "ANTHROPIC_API_KEY"
+            }
+        );
+        let blank = env_with(&[("OPENAI_API_KEY", "  ")]);
+        let error = resolve(&raw("gpt-5"), &blank).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "OPENAI_API_KEY is not set: the openai provider takes its API key from the environment only"
+        );
+        let compatible = resolve(
+            &RawLlmConfig {
+                provider: Some(Provider::OpenAiCompatible),
+                base_url: Some("http://localhost:8000/v1".to_string()),
+                ..raw("llama")
+            },
+            &no_keys,
+        )
+        .unwrap();
+        assert_eq!(compatible.api_key, None);
+        let anthropic = resolve_ok(&raw("claude-sonnet-4-6"));
+        assert_eq!(
+            anthropic.api_key.as_ref().map(ApiKey::expose),
+            Some("sk-ant-test-key")
+        );
+    }
+
+    #[test]
+    fn openai_compatible_needs_a_base_url_and_urls_must_be_http() {
+        let error = resolve(
+            &RawLlmConfig {
+                provider: Some(Provider::OpenAiCompatible),
+                ..raw("llama")
+            },
+            &env_with(KEYS),
+        )
+        .unwrap_err();
+        assert_eq!(error, LlmConfigError::MissingBaseUrl);
+        let error = resolve(
+            &RawLlmConfig {
+                base_url: Some("localhost:8000".to_string()),
+                ..raw("llama")
+            },
+            &env_with(KEYS),
+        )
+        .unwrap_err();
+        assert!(matches!(error, LlmConfigError::InvalidBaseUrl { .. }));
+    }
+
+    #[test]
+    fn default_base_urls_and_overrides() {
+        assert_eq!(
+            resolve_ok(&raw("claude-haiku-4-5")).base_url.as_deref(),
+            Some("https://api.anthropic.com")
+        );
+        assert_eq!(
+            resolve_ok(&raw("gpt-4.1")).base_url.as_deref(),
+            Some("https://api.openai.com/v1")
+        );
+        let relay = resolve_ok(&RawLlmConfig {
+            base_url: Some("https://relay.example/anthropic".to_string()),
+            ..raw("claude-haiku-4-5")
+        });
+        assert_eq!(relay.provider, Provider::Anthropic);
+        assert_eq!(
+            relay.base_url.as_deref(),
+            Some("https://relay.example/anthropic")
+        );
+    }
+
+    #[test]
+    fn openai_model_is_an_alias_of_model() {
+        let raw: RawLlmConfig = serde_yaml::from_str("openai_model: gpt-5\n").unwrap();
+        assert_eq!(raw.model.as_deref(), Some("gpt-5"));
+        let unknown_key = serde_yaml::from_str::<RawLlmConfig>("modle: gpt-5\n").unwrap_err();
+        assert!(unknown_key.to_string().contains("unknown field `modle`"));
+        let bad_provider = serde_yaml::from_str::<RawLlmConfig>("provider: azure\n").unwrap_err();
+        assert!(bad_provider.to_string().contains("openai_compatible"));
+    }
+
+    #[test]
+    fn max_tokens_is_taken_as_configured_and_checked_against_the_model() {
+        let settings = resolve_ok(&RawLlmConfig {
+            max_tokens: Some(100_000),
+            ..raw("claude-opus-4-7")
+        });
+        assert_eq!(settings.max_tokens, 100_000);
+        assert_eq!(
+            resolve(
+                &RawLlmConfig {
+                    max_tokens: Some(64_000),
+                    ..raw("claude-opus-4-1")
+                },
+                &env_with(KEYS)
+            )
+            .unwrap_err(),
+            LlmConfigError::MaxTokensAboveModelLimit {
+                model: "claude-opus-4-1".to_string(),
+                max_tokens: 64_000,
+                limit: 32_000
+            }
+        );
+        assert_eq!(resolve_ok(&raw("claude-opus-4-7")).max_tokens, 32_000);
+        assert_eq!(resolve_ok(&raw("gpt-4o")).max_tokens, 16_384);
+    }
+
+    #[test]
+    fn invalid_values_name_the_key_and_what_is_accepted() {
+        let check = |raw: RawLlmConfig, expected: &str| {
+            let error = resolve(&raw, &env_with(KEYS)).unwrap_err();
+            assert_eq!(error.to_string(), expected);
+        };
+        check(
+            RawLlmConfig {
+                temperature: Some(1.5),
+                ..raw("claude-sonnet-4-6")
+            },
+            "invalid temperature 1.5: expected a number from 0 to 1",
+        );
+        check(
+            RawLlmConfig {
+                max_tokens: Some(0),
+                ..raw("gpt-5")
+            },
+            "invalid max_tokens 0: expected a positive number of tokens",
+        );
+        check(
+            RawLlmConfig {
+                budget_usd: Some(-1.0),
+                ..raw("gpt-5")
+            },
+            "invalid budget_usd -1: expected a positive amount of USD",
+        );
+        check(
+            RawLlmConfig {
+                request_timeout_s: Some(0.0),
+                ..raw("gpt-5")
+            },
+            "invalid request_timeout_s 0: expected a positive number of seconds",
+        );
+        check(
+            RawLlmConfig {
+                max_inflight: Some(0),
+                ..raw("gpt-5")
+            },
+            "invalid max_inflight 0: expected at least 1",
+        );
+        check(
+            RawLlmConfig::default(),
+            &LlmConfigError::MissingModel.to_string(),
+        );
+    }
+
+    #[test]
+    fn budget_needs_a_price() {
+        let error = resolve(
+            &RawLlmConfig {
+                budget_usd: Some(10.0),
+                base_url: Some("http://localhost:8000/v1".to_string()),
+                ..raw("llama")
+            },
+            &env_with(KEYS),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            LlmConfigError::BudgetWithoutPrice {
+                model: "llama".to_string()
+            }
+        );
+        assert!(error.to_string().contains("prices.llama"));
+        let priced = resolve_ok(&RawLlmConfig {
+            budget_usd: Some(10.0),
+            base_url: Some("http://localhost:8000/v1".to_string()),
+            prices: BTreeMap::from([(
+                "llama".to_string(),
+                RawPrice {
+                    input_usd_per_mtok: 0.1,
+                    output_usd_per_mtok: 0.2,
+                },
+            )]),
+            ..raw("llama")
+        });
+        assert_eq!(priced.capability.price.unwrap().output_usd_per_mtok, 0.2);
+    }
+
+    #[test]
+    fn configured_prices_override_the_table() {
+        let settings = resolve_ok(&raw("claude-sonnet-4-5-20250929"));
+        let price = settings.capability.price.unwrap();
+        assert_eq!(
+            (price.input_usd_per_mtok, price.output_usd_per_mtok),
+            (3.0, 15.0)
+        );
+        assert!(price.source.starts_with("data/models.yaml: https://"));
+        let settings = resolve_ok(&RawLlmConfig {
+            prices: BTreeMap::from([(
+                "claude-sonnet-4-5".to_string(),
+                RawPrice {
+                    input_usd_per_mtok: 2.0,
+                    output_usd_per_mtok: 10.0,
+                },
+            )]),
+            ..raw("claude-sonnet-4-5-20250929")
+        });
+        let price = settings.capability.price.unwrap();
+        assert_eq!(
+            (price.input_usd_per_mtok, price.output_usd_per_mtok),
+            (2.0, 10.0)
+        );
+        assert_eq!(price.source, "configuration (prices.claude-sonnet-4-5)");
+        let error = resolve(
+            &RawLlmConfig {
+                prices: BTreeMap::from([(
+                    "gpt-5".to_string(),
+                    RawPrice {
+                        input_usd_per_mtok: f64::NAN,
+                        output_usd_per_mtok: 1.0,
+                    },
+                )]),
+                ..raw("gpt-5")
+            },
+            &env_with(KEYS),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            LlmConfigError::InvalidPrice {
+                model: "gpt-5".to_string()
+            }
+        );
+    }
+
+    /// (model, max_tokens, temperature, high effort) -> (temperature sent, reasoning sent).
+    fn check_controls(
+        model: &str,
+        max_tokens: Option<u32>,
+        temperature: Option<f64>,
+        high_reasoning_effort: bool,
+        expected: (Option<f64>, Option<ReasoningRequest>),
+    ) {
+        let settings = resolve_ok(&RawLlmConfig {
+            max_tokens,
+            temperature,
+            high_reasoning_effort,
+            ..raw(model)
+        });
+        assert_eq!(
+            (settings.temperature_to_send(), settings.reasoning_to_send()),
+            expected,
+            "{model} max_tokens={max_tokens:?} temperature={temperature:?} high={high_reasoning_effort}"
+        );
+    }
+
+    #[test]
+    fn temperature_and_reasoning_follow_the_table() {
+        use ReasoningRequest::*;
+        check_controls(
+            "claude-sonnet-4-6",
+            None,
+            Some(0.3),
+            false,
+            (Some(0.3), None),
+        );
+        check_controls("claude-sonnet-4-6", None, None, false, (None, None));
+        check_controls(
+            "claude-sonnet-4-6",
+            None,
+            Some(0.3),
+            true,
+            (None, Some(AnthropicEffort { effort: "high" })),
+        );
+        check_controls("claude-opus-4-7", None, Some(0.3), false, (None, None));
+        check_controls(
+            "claude-sonnet-4-5",
+            Some(20_000),
+            None,
+            true,
+            (
+                None,
+                Some(AnthropicThinking {
+                    budget_tokens: 10_000,
+                }),
+            ),
+        );
+        check_controls(
+            "claude-haiku-4-5",
+            Some(2_000),
+            Some(0.2),
+            true,
+            (Some(0.2), None),
+        );
+        check_controls("gpt-5", None, Some(0.3), false, (None, None));
+        check_controls(
+            "gpt-5-mini",
+            None,
+            None,
+            true,
+            (None, Some(OpenAiEffort { effort: "high" })),
+        );
+        check_controls("gpt-4.1", None, Some(0.3), true, (Some(0.3), None));
+    }
+
+    #[test]
+    fn dropped_settings_are_warned() {
+        let warnings = |raw: RawLlmConfig| resolve_ok(&raw).warnings;
+        assert_eq!(
+            warnings(RawLlmConfig {
+                temperature: Some(0.3),
+                ..raw("claude-opus-4-7")
+            }),
+            vec![LlmConfigWarning::TemperatureNotAccepted {
+                model: "claude-opus-4-7".to_string()
+            }]
+        );
+        assert_eq!(
+            warnings(RawLlmConfig {
+                temperature: Some(0.3),
+                high_reasoning_effort: true,
+                ..raw("claude-sonnet-4-6")
+            }),
+            vec![LlmConfigWarning::TemperatureDroppedForReasoning {
+                model: "claude-sonnet-4-6".to_string()
+            }]
+        );
+        assert_eq!(
+            warnings(RawLlmConfig {
+                high_reasoning_effort: true,
+                ..raw("gpt-4o")
+            }),
+            vec![LlmConfigWarning::ReasoningNotSupported {
+                model: "gpt-4o".to_string(),
+                provider: Provider::OpenAi
+            }]
+        );
+        assert_eq!(
+            warnings(RawLlmConfig {
+                max_tokens: Some(1_500),
+                high_reasoning_effort: true,
+                ..raw("claude-haiku-4-5")
+            }),
+            vec![LlmConfigWarning::MaxTokensTooSmallForThinking {
+                model: "claude-haiku-4-5".to_string(),
+                max_tokens: 1_500,
+                needed: 2_048
+            }]
+        );
+        assert_eq!(warnings(raw("claude-sonnet-4-6")), vec![]);
+    }
+
+    #[test]
+    fn replay_needs_no_model_key_or_url() {
+        let settings = resolve(
+            &RawLlmConfig {
+                provider: Some(Provider::Replay),
+                budget_usd: Some(1.0),
+                ..RawLlmConfig::default()
+            },
+            &env_with(&[]),
+        )
+        .unwrap();
+        assert_eq!(settings.provider, Provider::Replay);
+        assert_eq!(settings.api_key, None);
+        assert_eq!(settings.base_url, None);
+        assert_eq!(
+            settings.capability.price.unwrap().cost_usd(1_000, 1_000),
+            0.0
+        );
+    }
+
+    #[test]
+    fn the_key_never_prints() {
+        let settings = resolve_ok(&raw("claude-sonnet-4-6"));
+        let printed = format!("{settings:?}");
+        assert!(!printed.contains("sk-ant-test-key"));
+        assert!(printed.contains("[redacted]"));
+        let key = ApiKey::new("sk-secret".to_string());
+        assert_eq!(format!("{key} {key:?}"), "[redacted] [redacted]");
+        assert_eq!(
+            key.scrub("bad key sk-secret given"),
+            "bad key [redacted] given"
+        );
+    }
+
+    #[test]
+    fn date_suffixes() {
+        assert_eq!(strip_date_suffix("claude-x-20250929"), Some("claude-x"));
+        assert_eq!(strip_date_suffix("gpt-4o-2024-08-06"), Some("gpt-4o"));
+        assert_eq!(strip_date_suffix("gpt-4o-mini"), None);
+        assert_eq!(strip_date_suffix("claude-opus-4-1"), None);
+        assert_eq!(strip_date_suffix("2024-08-06"), None);
+    }
+}

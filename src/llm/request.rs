@@ -1,13 +1,7 @@
 //! What the broker asks a provider and what comes back, independent of any wire format.
 
 /// Why a request is made; the broker journals it and the replay provider answers by it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum RequestKind {
-    Optimize,
-    Analysis,
-    Refine,
-    Reflexion,
-}
+pub use actors::ports::RequestKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
@@ -69,11 +63,7 @@ impl ChatRequest {
 }
 
 /// Token counts as the provider reported them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Usage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-}
+pub use actors::ports::TokenUsage as Usage;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatReply {

@@ -1,0 +1,29 @@
+//! kactors' child processes: the evaluators, the profilers and the user's tests.
+//!
+//! Every child is the leader of a process group of its own, so the whole tree it starts can be
+//! signalled at once; its stdout and stderr are appended to one log file; a child that speaks a
+//! protocol with kactors gets two dedicated pipes (fd 3 requests, fd 4 replies), so nothing a
+//! kernel prints can corrupt the protocol. Its environment is stripped of credentials, because
+//! the code it runs was generated and is untrusted.
+//!
+//! Exit statuses belong to tokio::process: nothing here reaps with waitpid(-1). A leader is
+//! observed without being reaped (waitid with WNOWAIT) and stays a zombie until its
+//! `RunningChild` is dropped, which keeps the group id from being reused while kactors can
+//! still signal it.
+
+mod environment;
+mod group;
+mod leak;
+mod protocol;
+mod spawn;
+mod terminate;
+
+#[cfg(test)]
+mod test_support;
+
+pub use environment::{ChildEnv, child_environment};
+pub use group::ProcessGroup;
+pub use leak::{Leak, leaked_after_exit};
+pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
+pub use spawn::{ChildSpec, RunningChild, SpawnError, spawn};
+pub use terminate::{KILL_EXIT_LIMIT, Termination, terminate_with_grace};

@@ -1,0 +1,361 @@
+//! Starting a child, waiting for it, and ending it when its owner goes away.
+
+use std::ffi::OsString;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
+
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::environment::ChildEnv;
+use super::group::ProcessGroup;
+use super::leak::ChildFiles;
+use super::protocol::{ChildEnds, ProtocolPipes, place_child_ends, protocol_pipes};
+
+/// What to run, where, and with what.
+#[derive(Clone, Debug)]
+pub struct ChildSpec {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// The child's own folder in the run directory, made by the Collector.
+    pub cwd: PathBuf,
+    pub env: ChildEnv,
+    /// stdout and stderr are both appended to this file.
+    pub log_path: PathBuf,
+    /// Whether the child gets the protocol pipes on fd 3 (requests) and fd 4 (replies).
+    pub protocol: bool,
+    /// Names the child in errors and reports, e.g. "evaluator device 2".
+    pub label: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("working directory {} of {label} is not a directory", cwd.display())]
+    Cwd { label: String, cwd: PathBuf },
+    #[error("error opening log {} of {label}: {source}", path.display())]
+    Log {
+        label: String,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("error creating the protocol pipes of {label}: {source}")]
+    Pipes { label: String, source: io::Error },
+    #[error("error identifying the log and pipes of {label} in /proc: {source}")]
+    Files { label: String, source: io::Error },
+    #[error("error spawning {label} ({}): {source}", program.display())]
+    Spawn {
+        label: String,
+        program: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// A child started by [`spawn`], leader of its own process group.
+///
+/// Its leader is never reaped while this value lives: [`wait`](Self::wait) only observes the
+/// exit, so the group id cannot be reused and every signal to the group reaches this child's
+/// processes. Dropping it sends SIGKILL to the group, whatever state it is in (an actor that
+/// panics drops its child, and no group may outlive its owner), and hands the leader to
+/// tokio, which reaps it.
+#[derive(Debug)]
+pub struct RunningChild {
+    /// kactors' ends of the protocol pipes, when the spec asked for them.
+    pub protocol: Option<ProtocolPipes>,
+    /// Held only to be dropped: tokio then reaps the leader, at once or when it dies.
+    _tokio_child: tokio::process::Child,
+    pid: Pid,
+    group: ProcessGroup,
+    label: String,
+    files: ChildFiles,
+    exit_status: Option<ExitStatus>,
+}
+
+/// Starts the child in a new process group with stdin from /dev/null, stdout and stderr
+/// appended to `spec.log_path`, and, if `spec.protocol`, the protocol pipes on fds 3 and 4.
+/// Needs a tokio runtime with IO enabled.
+pub fn spawn(spec: &ChildSpec) -> Result<RunningChild, SpawnError> {
+    let label = || spec.label.clone();
+    if !spec.cwd.is_dir() {
+        return Err(SpawnError::Cwd {
+            label: label(),
+            cwd: spec.cwd.clone(),
+        });
+    }
+    let log_error = |source| SpawnError::Log {
+        label: label(),
+        path: spec.log_path.clone(),
+        source,
+    };
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&spec.log_path)
+        .map_err(log_error)?;
+    let log_for_stderr = log.try_clone().map_err(log_error)?;
+
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.vars())
+        .stdin(Stdio::null())
+        .process_group(0);
+
+    let (protocol, child_ends) = if spec.protocol {
+        let (parent_ends, child_ends) = protocol_pipes().map_err(|source| SpawnError::Pipes {
+            label: label(),
+            source,
+        })?;
+        (Some(parent_ends), Some(child_ends))
+    } else {
+        (None, None)
+    };
+    if let Some(ends) = &child_ends {
+        let (requests_fd, replies_fd) = (ends.requests.as_raw_fd(), ends.replies.as_raw_fd());
+        // SAFETY: the closure runs between fork and exec and only calls dup2.
+        unsafe {
+            command.pre_exec(move || place_child_ends(requests_fd, replies_fd));
+        }
+    }
+    let mut given_files = vec![log.as_fd()];
+    given_files.extend(child_ends.iter().flat_map(ChildEnds::fds));
+    let files = ChildFiles::of(&given_files).map_err(|source| SpawnError::Files {
+        label: label(),
+        source,
+    })?;
+
+    command.stdout(log).stderr(log_for_stderr);
+    let child = command.spawn().map_err(|source| SpawnError::Spawn {
+        label: label(),
+        program: spec.program.clone(),
+        source,
+    })?;
+    // The child has its copies now; kactors keeping the log or the child's pipe ends open would
+    // hide the child's exit from the reply pipe and from the leak check.
+    drop(command);
+    drop(child_ends);
+
+    let raw_pid = child
+        .id()
+        .expect("a child that was never waited for has a pid");
+    let pid = Pid::from_raw(raw_pid as i32);
+    Ok(RunningChild {
+        protocol,
+        _tokio_child: child,
+        pid,
+        group: ProcessGroup::led_by(pid),
+        label: spec.label.clone(),
+        files,
+        exit_status: None,
+    })
+}
+
+impl RunningChild {
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    pub fn group(&self) -> ProcessGroup {
+        self.group
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub(super) fn files(&self) -> &ChildFiles {
+        &self.files
+    }
+
+    /// Waits for the leader to exit and returns its status, without reaping it (see the type's
+    /// documentation); at once if the exit has already been seen. Cancel safe.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.exit_status {
+            return Ok(status);
+        }
+        // Listening before looking means an exit between the look and the wait still wakes us.
+        let mut child_exits = signal(SignalKind::child())?;
+        loop {
+            if let Some(status) = exit_status_without_reaping(self.pid)? {
+                self.exit_status = Some(status);
+                return Ok(status);
+            }
+            if child_exits.recv().await.is_none() {
+                return Err(io::Error::other("the runtime stopped delivering SIGCHLD"));
+            }
+        }
+    }
+}
+
+/// waitid with WNOWAIT reads the exit status and leaves it for tokio to collect.
+fn exit_status_without_reaping(pid: Pid) -> io::Result<Option<ExitStatus>> {
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    // Raw wait statuses as waitpid encodes them: the code in the second byte, or the signal in
+    // the low seven bits and 0x80 for a core dump.
+    Ok(match waitid(Id::Pid(pid), flags)? {
+        WaitStatus::Exited(_, code) => Some(ExitStatus::from_raw((code & 0xff) << 8)),
+        WaitStatus::Signaled(_, signal, core_dumped) => Some(ExitStatus::from_raw(
+            signal as i32 | if core_dumped { 0x80 } else { 0 },
+        )),
+        // Only WEXITED was asked for, so anything else means it is still running.
+        _ => None,
+    })
+}
+
+impl Drop for RunningChild {
+    fn drop(&mut self) {
+        // The leader is unreaped until `_tokio_child` drops below, so the group id is still this
+        // child's. ESRCH only says that nothing is left to kill.
+        let _ = self.group.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::process::child_environment;
+    use crate::process::test_support::{Scratch, eventually_gone};
+
+    #[tokio::test]
+    async fn the_child_sees_the_filtered_environment_and_the_device_pin() {
+        let scratch = Scratch::new();
+        let parent = [
+            ("PATH", "/usr/bin:/bin"),
+            ("HOME", "/home/kactors"),
+            ("LD_LIBRARY_PATH", "/opt/cuda/lib64"),
+            ("ANTHROPIC_API_KEY", "sk-ant-secret"),
+            ("OPENAI_API_KEY", "sk-secret"),
+            ("GITHUB_TOKEN", "ghp_secret"),
+            ("HF_TOKEN", "hf_secret"),
+            ("AWS_SECRET_ACCESS_KEY", "aws-secret"),
+            ("CUDA_VISIBLE_DEVICES", "0,1,2,3"),
+            ("ROCR_VISIBLE_DEVICES", "0"),
+        ]
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+        let pin = BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), "2".to_string())]);
+        let env = child_environment(parent, &pin, &["ROCR_VISIBLE_DEVICES".to_string()]);
+        let spec = scratch.spec("env", "/usr/bin/env", &[], env, false);
+
+        let mut child = spawn(&spec).unwrap();
+        assert!(child.wait().await.unwrap().success());
+
+        let mut seen: Vec<String> = scratch.log().lines().map(str::to_string).collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                "CUDA_VISIBLE_DEVICES=2",
+                "HOME=/home/kactors",
+                "LD_LIBRARY_PATH=/opt/cuda/lib64",
+                "PATH=/usr/bin:/bin"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn stdout_and_stderr_are_appended_to_the_log_and_the_exit_code_is_kept() {
+        let scratch = Scratch::new();
+        std::fs::write(&scratch.log_path, "from an earlier start\n").unwrap();
+        let spec = scratch.sh("echo out; echo err >&2; exit 3", false);
+
+        let mut child = spawn(&spec).unwrap();
+        let status = child.wait().await.unwrap();
+
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(
+            child.wait().await.unwrap().code(),
+            Some(3),
+            "a second wait answers the same"
+        );
+        assert_eq!(scratch.log(), "from an earlier start\nout\nerr\n");
+    }
+
+    #[tokio::test]
+    async fn a_child_killed_by_a_signal_reports_it() {
+        let scratch = Scratch::new();
+        let mut child = spawn(&scratch.sh("kill -KILL $$", false)).unwrap();
+        assert_eq!(
+            child.wait().await.unwrap().signal(),
+            Some(nix::libc::SIGKILL)
+        );
+    }
+
+    #[tokio::test]
+    async fn the_child_runs_in_its_folder_and_leads_its_own_group() {
+        let scratch = Scratch::new();
+        let spec = scratch.sh("pwd; cut -d ' ' -f 5 /proc/$$/stat", false);
+        let mut child = spawn(&spec).unwrap();
+        let group = child.group().id().as_raw();
+        child.wait().await.unwrap();
+
+        let log = scratch.log();
+        let lines: Vec<&str> = log.lines().map(str::trim).collect();
+        let cwd = spec.cwd.canonicalize().unwrap();
+        assert_eq!(lines, [cwd.to_str().unwrap(), group.to_string().as_str()]);
+        assert_eq!(group, child.pid().as_raw());
+    }
+
+    #[tokio::test]
+    async fn dropping_a_child_that_was_not_waited_for_kills_its_group() {
+        let scratch = Scratch::new();
+        let spec = scratch.sh("sleep 60 & echo $! >&4; wait", true);
+        let mut child = spawn(&spec).unwrap();
+        let replies = &mut child.protocol.as_mut().unwrap().replies;
+        let grandchild: i32 = replies.recv_line().await.unwrap().unwrap().parse().unwrap();
+        let group = child.group();
+        assert_eq!(group.live_members().unwrap().len(), 2);
+
+        drop(child);
+
+        eventually_gone(group, &[Pid::from_raw(grandchild)]).await;
+    }
+
+    #[tokio::test]
+    async fn spawn_errors_name_the_child_and_what_is_wrong() {
+        let scratch = Scratch::new();
+        let env = child_environment(std::env::vars_os(), &BTreeMap::new(), &[]);
+
+        let missing_program = scratch.spec(
+            "evaluator device 2",
+            "/nonexistent/python3",
+            &[],
+            env.clone(),
+            true,
+        );
+        let error = spawn(&missing_program).unwrap_err().to_string();
+        assert!(
+            error.starts_with("error spawning evaluator device 2 (/nonexistent/python3): "),
+            "{error}"
+        );
+
+        let mut missing_cwd = scratch.spec("profiler", "/usr/bin/env", &[], env.clone(), false);
+        missing_cwd.cwd = scratch.path("absent");
+        let error = spawn(&missing_cwd).unwrap_err().to_string();
+        assert_eq!(
+            error,
+            format!(
+                "working directory {} of profiler is not a directory",
+                missing_cwd.cwd.display()
+            )
+        );
+
+        let mut missing_log_folder = scratch.spec("test", "/usr/bin/env", &[], env, false);
+        missing_log_folder.log_path = scratch.path("absent/log");
+        let error = spawn(&missing_log_folder).unwrap_err().to_string();
+        assert!(
+            error.starts_with(&format!(
+                "error opening log {} of test: ",
+                missing_log_folder.log_path.display()
+            )),
+            "{error}"
+        );
+    }
+}

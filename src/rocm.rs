@@ -1,0 +1,36 @@
+//! Profiling on AMD Instinct GPUs with rocprofv3: the pure part (command lines, output files,
+//! CSV parsing, selecting the measured call, the roofline). The process layer, the watchdog and
+//! the Profiler actor drive it.
+
+mod counter_groups;
+mod csv_tables;
+mod output_files;
+mod profile;
+mod rocm_roofline;
+mod rocprof_cli;
+mod selection;
+
+pub use counter_groups::{
+    CounterGroup, CounterPass, EaNaming, counter_pass_plan, ea_name_attempts,
+    parse_available_counters,
+};
+pub use csv_tables::{
+    CounterSample, KernelDispatch, KernelStatsRow, KernelTrace, RocprofCsvError,
+    parse_counter_collection, parse_kernel_stats, parse_kernel_trace, read_counter_collection,
+    read_kernel_stats, read_kernel_trace,
+};
+pub use output_files::{OutputKind, RocprofOutputError, ensure_fresh_dir, find_outputs};
+pub use profile::{
+    PassRecord, RocmProfile, RocmProfileError, TimingPass, read_counter_pass, read_timing_pass,
+};
+pub use rocm_roofline::{
+    InstructionMix, RocmPeaks, RocmRoofline, RooflineInputError, instruction_mix, rocm_metrics,
+    rocm_roofline,
+};
+pub use rocprof_cli::{
+    RocprofCapabilities, RocprofCliError, RocprofVersion, counter_pass_args, timing_pass_args,
+};
+pub use selection::{
+    KernelsUnderTest, MeasuredDispatch, SelectionError, measured_counters, measured_dispatches,
+    measured_duration_ms,
+};

@@ -21,6 +21,8 @@ pub enum CommandError {
     Replay(#[from] ReplayError),
     #[error(transparent)]
     Prompt(#[from] PromptError),
+    #[error(transparent)]
+    Llm(#[from] crate::llm::LlmConfigError),
     #[error("{0}")]
     Environment(String),
 }

@@ -10,6 +10,7 @@ pub mod kernel_dir;
 pub mod llm;
 pub mod noop;
 pub mod nvidia;
+pub mod process;
 pub mod progress;
 pub mod prompts;
 pub mod replay;

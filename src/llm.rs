@@ -6,6 +6,7 @@ mod code;
 mod http;
 mod limits;
 pub mod openai;
+mod port;
 mod request;
 mod retry;
 mod settings;
@@ -16,6 +17,7 @@ pub use limits::{
     Budget, BudgetRefusal, RateLimiter, RequestCost, Reservation, SpendTotals, TokenEstimator,
     UsageSource,
 };
+pub use port::HttpLlm;
 pub use request::{ChatMessage, ChatReply, ChatRequest, RequestKind, Role, Usage};
 pub use retry::{
     Answered, Exhausted, RetryPolicy, parse_retry_after, random_unit, send_with_retries,

@@ -122,6 +122,7 @@ mod tests {
             request_id: "r".into(),
             kind,
             candidate: actors::model::CandidateId(1),
+            round: 1,
             system: String::new(),
             prompt: String::new(),
         }

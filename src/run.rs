@@ -21,6 +21,7 @@ use crate::config::{
 };
 use crate::exit;
 use crate::kernel_dir::KernelDir;
+use crate::llm;
 use crate::noop::NoopEvaluatorFactory;
 use crate::progress::{JsonProgress, PlainProgress, SystemClock};
 use crate::prompts::Prompts;
@@ -64,23 +65,72 @@ fn select_devices(settings: &RunSettings) -> Result<RunDevices, CommandError> {
     }
 }
 
+/// The LLM provider and how many requests it may have in flight.
 fn llm_provider(
     settings: &RunSettings,
     kernel: &KernelDir,
-) -> Result<Rc<dyn LlmProvider>, CommandError> {
+) -> Result<(Rc<dyn LlmProvider>, usize), CommandError> {
+    let all_at_once = settings.search().candidates_per_round() as usize;
     match &settings.llm {
         LlmChoice::Replay { dir, latency_s } => {
             let dir = dir
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
-            Ok(Rc::new(ReplayProvider::from_dir(
-                &dir,
-                Duration::from_secs_f64(*latency_s),
-            )?))
+            let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?;
+            Ok((Rc::new(replay), all_at_once))
         }
-        LlmChoice::Remote { name, .. } => Err(CommandError::Environment(format!(
-            "llm provider `{name}` is not available in this build of kactors: use `--provider replay` (answers from the kernel directory's candidates/)"
-        ))),
+        LlmChoice::Remote {
+            provider,
+            model,
+            keys,
+        } => {
+            let provider = provider
+                .as_deref()
+                .map(|name| {
+                    serde_json::from_value::<llm::Provider>(serde_json::Value::String(name.to_string())).map_err(|_| {
+                        CommandError::Environment(format!(
+                            "unknown llm provider `{name}`: expected anthropic, openai, openai_compatible or replay"
+                        ))
+                    })
+                })
+                .transpose()?;
+            let raw = llm::RawLlmConfig {
+                model: model.clone(),
+                provider,
+                base_url: keys.base_url.clone(),
+                max_tokens: keys.max_tokens,
+                temperature: keys.temperature,
+                high_reasoning_effort: settings.high_reasoning_effort,
+                max_inflight: keys.max_inflight,
+                requests_per_minute: keys.requests_per_minute,
+                tokens_per_minute: keys.tokens_per_minute,
+                budget_usd: keys.budget_usd,
+                request_timeout_s: keys.request_timeout_s,
+                prices: keys
+                    .prices
+                    .iter()
+                    .map(|(model, price)| {
+                        let price = llm::RawPrice {
+                            input_usd_per_mtok: price.input_usd_per_mtok,
+                            output_usd_per_mtok: price.output_usd_per_mtok,
+                        };
+                        (model.clone(), price)
+                    })
+                    .collect(),
+            };
+            let resolved = llm::resolve(&raw, &|name| std::env::var(name).ok())?;
+            for warning in &resolved.warnings {
+                eprintln!("kactors: warning: {warning}");
+            }
+            let max_inflight = resolved.max_inflight as usize;
+            let http = llm::HttpProvider::new(resolved).map_err(|error| {
+                CommandError::Environment(format!("failed to set up the llm provider: {error}"))
+            })?;
+            Ok((
+                Rc::new(llm::HttpLlm::new(http, llm::RetryPolicy::default())),
+                max_inflight,
+            ))
+        }
     }
 }
 
@@ -120,7 +170,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     let kernel = KernelDir::open(&args.kernel_dir)?;
     let devices = select_devices(&settings)?;
     let simulated = settings.platform == Platform::Noop;
-    let llm = llm_provider(&settings, &kernel)?;
+    let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
     let platform_name = if simulated {
         "noop (simulated devices)"
     } else {
@@ -162,7 +212,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
             profile_parents: settings.profiler_enabled && !simulated,
         },
         initial_source: kernel.initial.clone(),
-        max_inflight: search.candidates_per_round() as usize,
+        max_inflight,
         kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
         restart_budget: RESTART_BUDGET,
     };

@@ -656,12 +656,12 @@ class Evaluator:
         }
         try:
             candidate = self.load_candidate(path)
+            # Failed until proven otherwise: an exception below leaves it untimeable.
+            candidate.passed = False
             self.check_candidate(candidate, verdict)
-            verdict["passed"] = True
+            candidate.passed = verdict["passed"] = True
         except Rejection as rejection:
             verdict["reason"] = str(rejection)
-        if self.candidate is not None:
-            self.candidate.passed = verdict["passed"]
         return verdict
 
     def check_candidate(self, candidate, verdict):
@@ -674,7 +674,11 @@ class Evaluator:
             result = fn(*inputs, **clone_kwargs(candidate.kwargs))
             torch.cuda.synchronize()
         verdict["compile_s"] = round(time.perf_counter() - started, 4)
+        # Every buffer the candidate could hand back again is held and holds NaN from here on:
+        # a reused buffer is rejected by address, and an unwritten one cannot pass as an answer.
         held = self.output_tensors(result, inputs)
+        for tensor in held:
+            poison(tensor)
         held_storages = {storage_of(t) for t in held}
         del result, inputs
         launched, aten_ops, max_abs, max_rel = [], [], 0.0, 0.0
@@ -684,10 +688,6 @@ class Evaluator:
         for index, draw in enumerate(self.draws):
             inputs = self.fresh_inputs(draw)
             kwargs = clone_kwargs(candidate.kwargs)
-            # Every buffer it could hand back again holds NaN now: a reused, unwritten buffer
-            # cannot pass as this draw's answer.
-            for tensor in held:
-                poison(tensor)
             recorder = self.recorder_class(timing_stream)
             started = time.perf_counter()
             with self.launch_log.window() as log, torch.no_grad():
@@ -729,6 +729,8 @@ class Evaluator:
                 for mine, pristine in zip(inputs, draw.inputs)
             )
             mutates = mutates or any(storage_of(t) in input_storages for t in outputs)
+            for tensor in outputs:
+                poison(tensor)
             held.extend(outputs)
             held_storages.update(storage_of(t) for t in outputs)
             del result, inputs, kwargs
@@ -809,7 +811,7 @@ class Evaluator:
             repeat,
             restore_every_call=candidate.mutates_inputs,
             device_wide_end=candidate.side_streams,
-            kernel_names=candidate.kernel_names or None,
+            candidate_kernels=candidate.kernel_names,
         )
 
     def time_reference(self, request):
@@ -818,6 +820,8 @@ class Evaluator:
         if which == "eager":
             function = self.model
         elif which == "compile":
+            # Inductor's own Triton kernels go to a cache of their own, not a candidate's.
+            set_triton_cache_dir(Path.cwd() / "triton-cache" / "torch-compile")
             if self.compiled_model is None:
                 self.compiled_model = torch.compile(self.model)
                 # The first call compiles; it must not be a sample.
@@ -826,7 +830,7 @@ class Evaluator:
         else:
             raise EvaluatorError(f"time_reference which={which!r}; accepted: eager, compile")
         return self.benchmark(
-            function, {}, warmup, repeat, restore_every_call=False, device_wide_end=False, kernel_names=None
+            function, {}, warmup, repeat, restore_every_call=False, device_wide_end=False, candidate_kernels=None
         )
 
     def benchmark_counts(self, request):
@@ -837,8 +841,12 @@ class Evaluator:
                 raise EvaluatorError(f"{key} must be a whole number >= {minimum}, got {value!r}")
         return warmup, repeat
 
-    def benchmark(self, fn, kwargs, warmup, repeat, restore_every_call, device_wide_end, kernel_names):
-        """Times fn over the draws in rotation; kernel_names is None for the PyTorch references.
+    def benchmark(self, fn, kwargs, warmup, repeat, restore_every_call, device_wide_end, candidate_kernels):
+        """Times fn over the draws in rotation.
+
+        candidate_kernels: None for the PyTorch references; for a candidate, the names of the
+        Triton kernels verify saw it launch (empty when this process did not verify it), one of
+        which each call must launch.
 
         Each sample: the L2 flushed (a buffer of twice its size written), a start event, the
         call, an end event. The end of a sample must include all GPU work the call started on
@@ -878,7 +886,8 @@ class Evaluator:
                     for mine, pristine in zip(args, draws[index].inputs):
                         if isinstance(mine, torch.Tensor):
                             mine.copy_(pristine)
-            recorder = self.recorder_class(timing_stream) if checked and kernel_names is not None else None
+            is_candidate = candidate_kernels is not None
+            recorder = self.recorder_class(timing_stream) if checked and is_candidate else None
             self.l2_flush.zero_()
             with self.launch_log.window() as log, torch.no_grad():
                 start.record(stream)
@@ -893,13 +902,13 @@ class Evaluator:
             elapsed_ms = start.elapsed_time(end)
             which = f"timed call {call - warmup}" if call >= warmup else f"warm-up call {call}"
             which = f"{which}, draw {index}"
-            if kernel_names is not None:
+            if is_candidate:
                 if not log.names:
                     return self.rejected(f"{which} launched no Triton kernel: its result came from somewhere else")
-                if not set(log.names) & set(kernel_names):
+                if candidate_kernels and not set(log.names) & set(candidate_kernels):
                     return self.rejected(
                         f"{which} launched {sorted(set(log.names))}, none of the kernels verified "
-                        f"({', '.join(kernel_names)})"
+                        f"({', '.join(candidate_kernels)})"
                     )
             if call >= warmup:
                 samples.append(elapsed_ms)
@@ -908,11 +917,13 @@ class Evaluator:
                 try:
                     if recorder is not None:
                         self.check_own_work(log.names, recorder.ops, which)
-                    outputs = self.output_tensors(result, args) if kernel_names is not None else as_tensor_list(result, "Model.forward")
+                    if is_candidate:
+                        outputs = self.output_tensors(result, args)
+                    else:
+                        outputs = as_tensor_list(result, "Model.forward")
                     self.check_outputs(outputs, draws[index], which)
                 except Rejection as rejection:
                     return self.rejected(str(rejection))
-                del outputs
             del result, args
         ordered = sorted(samples)
         return {

@@ -1,64 +1,59 @@
 //! Issue 2: past its deadline the Watchdog ends a child's whole process group (SIGTERM, the
 //! grace period, SIGKILL), also a child and grandchild that ignore SIGTERM.
 
-use std::process::Stdio;
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use actix::Actor;
 use actors::ports::GroupId;
 use actors::watchdog::{Watchdog, WatchdogClient};
+use kactors::process::{ChildSpec, child_environment, spawn};
 use kactors::signals::ProcessGroupSignaller;
-use tokio::io::{AsyncBufReadExt, BufReader};
-
-/// Processes of the group that are still alive; a zombie (state Z) has ended and only waits for
-/// its parent (often init, seconds later) to reap it.
-fn live_members(group: i32) -> Vec<i32> {
-    let mut alive = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The command name is in parentheses and may hold spaces: fields count from the last ')'.
-        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-            continue;
-        };
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        if fields.len() > 2 && fields[2] == group.to_string() && fields[0] != "Z" {
-            alive.push(pid);
-        }
-    }
-    alive
-}
 
 #[test]
 fn a_child_and_grandchild_that_ignore_sigterm_are_killed_within_deadline_plus_grace() {
     let deadline = Duration::from_millis(300);
     let grace = Duration::from_millis(500);
+    let folder = tempfile::tempdir().unwrap();
     actix::System::new().block_on(async move {
         let watchdog = WatchdogClient::new(
             Watchdog::new(Box::new(ProcessGroupSignaller), grace, None).start(),
         );
-        let mut child = tokio::process::Command::new("sh")
-            .arg("-c")
-            .arg("trap '' TERM; sleep 1000 & echo $!; wait; wait")
-            .process_group(0)
-            .stdout(Stdio::piped())
-            .spawn()
+        let spec = ChildSpec {
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "trap '' TERM; sleep 1000 & echo $! >&4; wait; wait".into(),
+            ],
+            cwd: folder.path().to_path_buf(),
+            env: child_environment(std::env::vars_os(), &BTreeMap::new(), &[]),
+            log_path: folder.path().join("child.log"),
+            protocol: true,
+            label: "stubborn child".into(),
+        };
+        let mut child = spawn(&spec).unwrap();
+        let mut pipes = child.protocol.take().unwrap();
+        let grandchild: i32 = pipes
+            .replies
+            .recv_line()
+            .await
+            .unwrap()
+            .unwrap()
+            .parse()
             .unwrap();
-        let group = child.id().unwrap() as i32;
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let grandchild: i32 = lines.next_line().await.unwrap().unwrap().parse().unwrap();
+        let group = child.group();
         assert!(
-            live_members(group).contains(&grandchild),
+            group
+                .live_members()
+                .unwrap()
+                .iter()
+                .any(|pid| pid.as_raw() == grandchild),
             "the grandchild runs in the child's group"
         );
 
         let started = Instant::now();
         let watch = watchdog
-            .watch(GroupId(group), deadline, "test child")
+            .watch(GroupId(group.id().as_raw()), deadline, "stubborn child")
             .await
             .unwrap();
         let status = child.wait().await.unwrap();
@@ -81,11 +76,12 @@ fn a_child_and_grandchild_that_ignore_sigterm_are_killed_within_deadline_plus_gr
             "killed within deadline plus grace ({elapsed:?})"
         );
 
-        let mut left = live_members(group);
+        // Zombies count as gone; a killed grandchild is only reaped by init, sometimes later.
         let give_up = Instant::now() + Duration::from_secs(5);
+        let mut left = group.live_members().unwrap();
         while !left.is_empty() && Instant::now() < give_up {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            left = live_members(group);
+            left = group.live_members().unwrap();
         }
         assert!(
             left.is_empty(),

@@ -476,6 +476,7 @@ impl Manager {
             request_id: request_id.clone(),
             kind: RequestKind::Optimize,
             candidate: slot.id,
+            round,
             system,
             prompt: prompt.clone(),
         };

@@ -104,6 +104,8 @@ pub struct LlmRequest {
     pub request_id: String,
     pub kind: RequestKind,
     pub candidate: CandidateId,
+    /// Accounting is kept per round as well as per request and per run.
+    pub round: u32,
     pub system: String,
     pub prompt: String,
 }

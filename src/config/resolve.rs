@@ -8,7 +8,7 @@ use std::time::Duration;
 use actors::search::{SearchKind, SearchSettings};
 use serde::Serialize;
 
-use super::schema::{ComponentPlatform, ConfigError, ConfigFile, PlatformSpec, Vendor};
+use super::schema::{ComponentPlatform, ConfigError, ConfigFile, LlmKeys, PlatformSpec, Vendor};
 use super::strategies::StrategyFile;
 
 /// What the command line overrides.
@@ -33,15 +33,19 @@ pub enum Platform {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "provider", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum LlmChoice {
     /// Offline: the files of `dir` (default: the kernel directory's candidates/) in name order.
     Replay {
         dir: Option<PathBuf>,
         latency_s: f64,
     },
-    /// A real provider; kactors' LLM issue brings them in.
-    Remote { name: String, model: Option<String> },
+    /// An HTTP provider: named, or inferred from the model by `llm::resolve`.
+    Remote {
+        provider: Option<String>,
+        model: Option<String>,
+        keys: LlmKeys,
+    },
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -188,13 +192,10 @@ pub fn resolve(
             dir: config.replay_dir.clone(),
             latency_s: config.replay_latency_s.unwrap_or(0.0),
         },
-        Some(other) => LlmChoice::Remote {
-            name: other.to_string(),
+        other => LlmChoice::Remote {
+            provider: other.map(str::to_string),
             model: config.model.clone(),
-        },
-        None => LlmChoice::Remote {
-            name: "inferred".into(),
-            model: config.model.clone(),
+            keys: config.llm.clone(),
         },
     };
     let relative_to = |path: &Path| match file.directory() {

@@ -84,6 +84,28 @@ pub struct PlatformKwargs {
     pub rocprof_bin_path: Option<PathBuf>,
 }
 
+/// The LLM keys; `llm::resolve` checks them against the model table once the provider is known.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct LlmKeys {
+    pub base_url: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub max_inflight: Option<u32>,
+    pub requests_per_minute: Option<u32>,
+    pub tokens_per_minute: Option<u64>,
+    pub budget_usd: Option<f64>,
+    pub request_timeout_s: Option<f64>,
+    /// Per model: (input, output) USD per million tokens, overriding data/models.yaml.
+    pub prices: BTreeMap<String, ModelPrice>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
 /// One configuration file, validated key by key; every field is optional because the command
 /// line and the defaults fill the rest.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -109,6 +131,7 @@ pub struct ConfigFile {
     pub replay_latency_s: Option<f64>,
     pub noop_eval_s: Option<f64>,
     pub kill_grace_s: Option<f64>,
+    pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
     pub warnings: Vec<String>,
 }
@@ -136,6 +159,15 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "replay_latency_s",
     "noop_eval_s",
     "kill_grace_s",
+    "base_url",
+    "max_tokens",
+    "temperature",
+    "max_inflight",
+    "requests_per_minute",
+    "tokens_per_minute",
+    "budget_usd",
+    "request_timeout_s",
+    "prices",
 ];
 
 pub const STRATEGY_CONFIG_KEYS: &[&str] =
@@ -490,6 +522,33 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "replay_latency_s" => config.replay_latency_s = Some(reader.seconds(key, value)?),
             "noop_eval_s" => config.noop_eval_s = Some(reader.seconds(key, value)?),
             "kill_grace_s" => config.kill_grace_s = Some(reader.seconds(key, value)?),
+            "base_url" => {
+                config.llm.base_url =
+                    Some(reader.value(key, value, "a URL such as http://localhost:8000/v1")?)
+            }
+            "max_tokens" => config.llm.max_tokens = Some(reader.positive(key, value)?),
+            "temperature" => {
+                config.llm.temperature = Some(reader.value(key, value, "a number such as 0.7")?)
+            }
+            "max_inflight" => config.llm.max_inflight = Some(reader.positive(key, value)?),
+            "requests_per_minute" => {
+                config.llm.requests_per_minute = Some(reader.positive(key, value)?)
+            }
+            "tokens_per_minute" => {
+                config.llm.tokens_per_minute =
+                    Some(reader.value(key, value, "a whole number of tokens")?)
+            }
+            "budget_usd" => {
+                config.llm.budget_usd = Some(reader.value(key, value, "an amount in US dollars")?)
+            }
+            "request_timeout_s" => config.llm.request_timeout_s = Some(reader.seconds(key, value)?),
+            "prices" => {
+                config.llm.prices = reader.value(
+                    key,
+                    value,
+                    "a mapping from model name to {input_usd_per_mtok, output_usd_per_mtok}",
+                )?
+            }
             other if KERNELAGENT_ONLY_KEYS.contains(&other) => {
                 reader.ignored.push(other.to_string())
             }

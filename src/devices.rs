@@ -1,0 +1,23 @@
+//! GPU discovery, visibility masks, worker pinning, GPU locks and the GPU spec table (issue 3).
+
+mod device;
+mod environment;
+mod error;
+#[cfg(test)]
+mod fake_tools;
+mod lock;
+mod masks;
+mod nvidia;
+mod rocm;
+mod select;
+mod specs;
+mod tool;
+
+pub use device::{
+    Device, DeviceKind, DeviceReport, DeviceSelection, DevicesReport, Pin, SelectedVendor,
+};
+pub use environment::HostEnvironment;
+pub use error::DeviceError;
+pub use lock::{DeviceLocks, GpuLock, LockedDevice, lock_devices};
+pub use select::{DeviceRequest, PlatformRequest, select_devices};
+pub use specs::{GpuSpec, SpecMatch, Vendor, spec_by_name, spec_table};

@@ -1,0 +1,167 @@
+//! Issue 6: the dry run with an OpenAI-compatible server on loopback in place of the replay
+//! provider, and what the run does with the key and with a refusal.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+const KEY: &str = "sk-kactors-test-secret-0123456789";
+
+/// Answers every request with `status` and `body`; records each request body. Serves at most
+/// `limit` connections, then stops.
+fn serve(status: u16, body: String, limit: usize) -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = format!("http://{}/v1", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let recorded = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(limit) {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut request = vec![0; length];
+            let _ = reader.read_exact(&mut request);
+            recorded
+                .lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&request).into_owned());
+            let reason = if status == 200 { "OK" } else { "Unauthorized" };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (address, seen)
+}
+
+fn completion(code: &str) -> String {
+    let content = format!("Here is a faster kernel.\n\n```python\n{code}\n```\n");
+    serde_json::json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200}
+    })
+    .to_string()
+}
+
+fn run_against(dir: &Path, base_url: &str) -> std::process::Output {
+    let config = format!(
+        "platform: noop\nprovider: openai_compatible\nbase_url: {base_url}\nmodel: local-kernel-model\nnum_workers: 2\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 2\n"
+    );
+    std::fs::write(dir.join("local.yaml"), config).unwrap();
+    Command::new(env!("CARGO_BIN_EXE_kactors"))
+        .current_dir(dir)
+        .args(["run", "--strategy", "local", "--config-dir", "."])
+        .arg("--kernel-dir")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/optimize_01_matvec"))
+        .env("OPENAI_API_KEY", KEY)
+        .output()
+        .unwrap()
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn a_noop_dry_run_completes_against_an_openai_compatible_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base_url, requests) = serve(
+        200,
+        completion("def kernel_function(a, b):\n    return a"),
+        8,
+    );
+    let output = run_against(dir.path(), &base_url);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = requests.lock().unwrap();
+    assert_eq!(requests.len(), 2, "one request per candidate of the round");
+    let body: serde_json::Value = serde_json::from_str(&requests[0]).unwrap();
+    assert_eq!(body["model"], "local-kernel-model");
+    assert!(
+        body["messages"][1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("def kernel_function")
+    );
+
+    let runs = dir.path().join("runs");
+    let journal: Vec<serde_json::Value> = files_under(&runs)
+        .into_iter()
+        .find(|p| p.ends_with("journal.jsonl"))
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        })
+        .unwrap();
+    let received: Vec<&serde_json::Value> = journal
+        .iter()
+        .filter(|r| r["type"] == "proposal_received")
+        .collect();
+    assert_eq!(received.len(), 2);
+    assert!(
+        received
+            .iter()
+            .all(|r| r["outcome"] == "code" && r["usage"]["input_tokens"] == 120)
+    );
+    assert!(
+        journal
+            .iter()
+            .any(|r| r["type"] == "candidate_finished" && r["duplicate_of"] == 1),
+        "the twin reply was not evaluated again"
+    );
+    for file in files_under(&runs) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            !text.contains(KEY),
+            "the API key leaked into {}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn refused_credentials_end_the_run_with_exit_1_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let refusal =
+        r#"{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}"#
+            .to_string();
+    let (base_url, requests) = serve(401, refusal, 8);
+    let output = run_against(dir.path(), &base_url);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("refused the credentials"), "{stderr}");
+    assert!(stderr.contains("check OPENAI_API_KEY"), "{stderr}");
+    assert!(!stderr.contains(KEY));
+    assert!(requests.lock().unwrap().len() <= 2, "no retries on 401");
+}

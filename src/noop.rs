@@ -66,6 +66,7 @@ impl DeviceEvaluator for NoopEvaluator {
             Ok(VerifyOutcome {
                 verdict,
                 provenance: Provenance::Simulated,
+                launched_kernels: Vec::new(),
             })
         })
     }

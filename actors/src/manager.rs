@@ -378,6 +378,7 @@ impl Manager {
                 .map_err(ProfileError::Failed)?;
             let job = ProfileJob {
                 candidate: job_parent.id,
+                kernel_names: job_parent.launched_kernels,
                 source: job_parent.source,
                 folder,
                 device,
@@ -656,6 +657,7 @@ fn resolution_of(id: CandidateId, source: &KernelSource, evaluated: Evaluated) -
                 id,
                 source: source.clone(),
                 time_ms: outcome.timing.median_ms,
+                launched_kernels: verify.launched_kernels,
             },
             outcome.provenance,
         ),

@@ -101,6 +101,8 @@ pub enum Provenance {
 pub struct VerifyOutcome {
     pub verdict: Verdict,
     pub provenance: Provenance,
+    /// The Triton kernels the candidate launched: the kernels a profile of it measures.
+    pub launched_kernels: Vec<String>,
 }
 
 /// What the platform's evaluator said about one timing step.
@@ -116,6 +118,8 @@ pub struct RankedKernel {
     pub id: CandidateId,
     pub source: KernelSource,
     pub time_ms: f64,
+    /// The Triton kernels it launches, as its verification saw them.
+    pub launched_kernels: Vec<String>,
 }
 
 /// How long an evaluation step may take before the Watchdog ends it.

@@ -59,8 +59,11 @@ pub trait EvaluatorFactory {
 pub struct ProfileJob {
     pub candidate: CandidateId,
     pub source: KernelSource,
+    /// The candidate's folder: `kernel.py` is there, and the profile's files go under it.
     pub folder: PathBuf,
     pub device: DeviceId,
+    /// The Triton kernels its verification saw launch: the profiler's kernel filter.
+    pub kernel_names: Vec<String>,
 }
 
 /// What a profile taught: a bottleneck verdict for the prompts and the figures for the journal.

@@ -167,6 +167,7 @@ mod tests {
             id: CandidateId(id),
             source: KernelSource::new(format!("k{id}")),
             time_ms,
+            launched_kernels: Vec::new(),
         }
     }
 
@@ -278,6 +279,7 @@ mod tests {
             id: CandidateId(5),
             source: KernelSource::new("k0"),
             time_ms: 9.0,
+            launched_kernels: Vec::new(),
         };
         beam.absorb(vec![twin]);
         assert_eq!(beam.members().len(), 1);

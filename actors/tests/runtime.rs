@@ -102,6 +102,7 @@ impl DeviceEvaluator for FakeEvaluator {
             Ok(VerifyOutcome {
                 verdict: judge(&job.source).0,
                 provenance: Provenance::Measured,
+                launched_kernels: vec!["fake_kernel".into()],
             })
         })
     }

@@ -25,6 +25,8 @@ pub enum Command {
     Run(RunArgs),
     /// List the strategies that can be used, each with its platform
     Strategies(StrategiesArgs),
+    /// Show the GPUs a run with a strategy would use and the environment each worker's children get
+    Devices(DevicesArgs),
 }
 
 #[derive(Debug, Args)]
@@ -57,6 +59,9 @@ pub struct RunArgs {
     /// The Python interpreter for every Python child (configuration key python; default python3 on PATH)
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
+    /// Restrict the chosen devices to these ids (nvidia-smi indices on NVIDIA, HIP ids on AMD), e.g. 0,2
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
     #[command(flatten)]
     pub config_dir: ConfigDirArg,
     /// Print JSON Lines on stdout, one event per line, each with a `type` field
@@ -69,6 +74,21 @@ pub struct StrategiesArgs {
     #[command(flatten)]
     pub config_dir: ConfigDirArg,
     /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// The strategy whose platform decides; without one, the vendor is detected
+    #[arg(long, value_name = "NAME")]
+    pub strategy: Option<String>,
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
+    /// Restrict the chosen devices to these ids (nvidia-smi indices on NVIDIA, HIP ids on AMD), e.g. 0,2
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
+    /// Print one JSON object: {"vendor", "devices", "pins"}
     #[arg(long)]
     pub json: bool,
 }

@@ -1,6 +1,6 @@
 //! Each command's entry point, and the one place where errors become messages and exit codes.
 
-use crate::cli::{Cli, Command, StrategiesArgs};
+use crate::cli::{Cli, Command, DevicesArgs, StrategiesArgs};
 use crate::config::{CliOverrides, ConfigError, Platform, Strategies, parse_config, resolve};
 use crate::exit;
 use crate::kernel_dir::KernelDirError;
@@ -23,6 +23,10 @@ pub enum CommandError {
     Prompt(#[from] PromptError),
     #[error(transparent)]
     Llm(#[from] crate::llm::LlmConfigError),
+    #[error(transparent)]
+    Devices(#[from] crate::gpus::RunDevicesError),
+    #[error(transparent)]
+    DeviceSelection(#[from] crate::devices::DeviceError),
     #[error("{0}")]
     Environment(String),
 }
@@ -32,6 +36,7 @@ pub fn execute(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Run(args) => crate::run::run(args),
         Command::Strategies(args) => strategies(args).map(|()| exit::SUCCESS),
+        Command::Devices(args) => devices(args).map(|()| exit::SUCCESS),
     };
     match result {
         Ok(code) => code,
@@ -76,6 +81,61 @@ fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
                 row["file"].as_str().unwrap_or_default()
             );
         }
+    }
+    Ok(())
+}
+
+/// `kactors devices`: what a run with the strategy would use. Only the selection: no GPU is
+/// locked, so it answers while a run holds the GPUs.
+fn devices(args: DevicesArgs) -> Result<(), CommandError> {
+    let strategies = Strategies::new(args.config_dir.config_dir);
+    let (request, python) = match &args.strategy {
+        Some(name) => {
+            let file = strategies.find(name)?;
+            let config = parse_config(&file.display_name(), &file.text)?;
+            let settings = resolve(&file, &config, &CliOverrides::default())?;
+            (
+                crate::gpus::device_request(&settings, args.gpus),
+                settings.python,
+            )
+        }
+        None => {
+            let request = crate::devices::DeviceRequest {
+                platform: crate::devices::PlatformRequest::Detect,
+                gpus: args.gpus,
+                noop_devices: std::num::NonZeroU32::MIN,
+                gpu_name: None,
+            };
+            (request, std::path::PathBuf::from("python3"))
+        }
+    };
+    let selection = crate::devices::select_devices(
+        &request,
+        &crate::devices::HostEnvironment::from_process(python),
+    )?;
+    for warning in &selection.warnings {
+        eprintln!("kactors: warning: {warning}");
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&selection.report()).expect("the device report serialises")
+        );
+        return Ok(());
+    }
+    println!("vendor: {}", selection.vendor);
+    for (device, pin) in selection.devices.iter().zip(selection.pins()) {
+        let spec = device.spec.map_or("no spec row".to_string(), |spec| {
+            format!("spec {}", spec.name)
+        });
+        let set: Vec<String> = pin.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let unset: Vec<String> = pin.unset.iter().map(|k| format!("-{k}")).collect();
+        println!(
+            "device {}: {} ({spec}); children get {}",
+            device.id,
+            device.name,
+            [set, unset].concat().join(" ")
+        );
     }
     Ok(())
 }

@@ -5,7 +5,9 @@
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod devices;
 pub mod exit;
+pub mod gpus;
 pub mod kernel_dir;
 pub mod llm;
 pub mod noop;

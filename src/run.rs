@@ -19,7 +19,9 @@ use crate::commands::CommandError;
 use crate::config::{
     CliOverrides, LlmChoice, Platform, RunSettings, Strategies, parse_config, resolve,
 };
+use crate::devices::{DeviceKind, HostEnvironment, SelectedVendor};
 use crate::exit;
+use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
 use crate::llm;
 use crate::noop::NoopEvaluatorFactory;
@@ -33,36 +35,21 @@ use crate::signals::{ProcessGroupSignaller, forward_interrupts};
 /// keeps killing its worker does not spin for hours.
 const RESTART_BUDGET: u32 = 3;
 
-/// The devices a run uses, described for the journal.
-struct RunDevices {
-    ids: Vec<DeviceId>,
-    descriptions: Vec<DeviceDescription>,
-}
-
-fn simulated_devices(count: u32) -> RunDevices {
-    let ids: Vec<DeviceId> = (0..count).map(DeviceId).collect();
-    let descriptions = ids
+/// The journal's description of each device a run uses.
+fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
+    devices
+        .selection
+        .devices
         .iter()
-        .map(|id| DeviceDescription {
-            device: *id,
-            name: format!("noop simulated device {id}"),
-            uuid: None,
+        .map(|device| DeviceDescription {
+            device: DeviceId(device.id),
+            name: match device.kind {
+                DeviceKind::Noop => format!("noop simulated device {}", device.id),
+                _ => device.name.clone(),
+            },
+            uuid: device.uuid().map(str::to_string),
         })
-        .collect();
-    RunDevices { ids, descriptions }
-}
-
-fn select_devices(settings: &RunSettings) -> Result<RunDevices, CommandError> {
-    match settings.platform {
-        // The noop platform has as many simulated devices as workers were asked for.
-        Platform::Noop => Ok(simulated_devices(settings.num_workers.unwrap_or(1))),
-        Platform::Nvidia | Platform::Rocm | Platform::Detect => {
-            Err(CommandError::Environment(format!(
-                "strategy `{}` needs GPU devices and an evaluator, which this build of kactors does not have yet: use a strategy with `platform: noop`",
-                settings.strategy
-            )))
-        }
-    }
+        .collect()
 }
 
 /// The LLM provider and how many requests it may have in flight.
@@ -168,7 +155,26 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         eprintln!("kactors: warning: {warning}");
     }
     let kernel = KernelDir::open(&args.kernel_dir)?;
-    let devices = select_devices(&settings)?;
+    let devices = choose_run_devices(
+        &settings,
+        args.gpus.clone(),
+        &HostEnvironment::from_process(settings.python.clone()),
+    )?;
+    for note in &devices.notes {
+        eprintln!("kactors: {note}");
+    }
+    if devices.selection.vendor != SelectedVendor::Noop {
+        return Err(CommandError::Environment(format!(
+            "strategy `{}` chose {} GPUs, but this build of kactors has no GPU evaluator yet: use a strategy with `platform: noop`",
+            settings.strategy, devices.selection.vendor
+        )));
+    }
+    let device_ids: Vec<DeviceId> = devices
+        .selection
+        .devices
+        .iter()
+        .map(|d| DeviceId(d.id))
+        .collect();
     let simulated = settings.platform == Platform::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
     let platform_name = if simulated {
@@ -201,13 +207,13 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         num_top_kernels: search.num_top_kernels,
         num_bottlenecks: search.num_bottlenecks,
         max_rounds: search.max_rounds,
-        devices: devices.descriptions.clone(),
+        devices: describe(&devices),
     };
     let plan = RunPlan {
         started,
         manager: ManagerSettings {
             search,
-            devices: devices.ids.clone(),
+            devices: device_ids,
             step_deadline: settings.test_timeout(None),
             profile_parents: settings.profiler_enabled && !simulated,
         },

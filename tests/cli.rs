@@ -292,3 +292,58 @@ fn a_missing_kernel_directory_is_a_usage_error() {
         stderr(&output)
     );
 }
+
+/// A folder holding a fake nvidia-smi that prints the real H200 capture, for use as PATH.
+fn fake_nvidia_smi(dir: &Path) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let capture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/devices/nvidia-smi-h200.csv");
+    let script = format!("#!/bin/sh\nexec /bin/cat '{}'\n", capture.display());
+    let path = bin.join("nvidia-smi");
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    bin
+}
+
+#[test]
+fn devices_shows_the_gpu_and_the_pin_its_workers_children_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_nvidia_smi(dir.path());
+    let output = kactors(dir.path())
+        .args(["devices", "--json"])
+        .env("PATH", &bin)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["vendor"], "nvidia");
+    assert_eq!(report["devices"][0]["name"], "NVIDIA H200");
+    assert_eq!(report["devices"][0]["spec"], "NVIDIA H200");
+    assert_eq!(
+        report["pins"][0]["set"]["CUDA_VISIBLE_DEVICES"],
+        "GPU-5beddb9d-b3cb-7e53-54c9-13c55d854a1f"
+    );
+}
+
+#[test]
+fn a_device_error_exits_2_with_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_nvidia_smi(dir.path());
+    let output = kactors(dir.path())
+        .args(["devices", "--strategy", "amd", "--json"])
+        .env("PATH", &bin)
+        .env_remove("HIP_VISIBLE_DEVICES")
+        .env_remove("ROCR_VISIBLE_DEVICES")
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    assert!(
+        stderr(&output).contains("ROCm platform was requested but no devices are visible"),
+        "{}",
+        stderr(&output)
+    );
+}

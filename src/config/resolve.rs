@@ -72,6 +72,7 @@ pub struct RunSettings {
     pub rocprof_bin_path: Option<PathBuf>,
     pub noop_eval_s: f64,
     pub kill_grace_s: f64,
+    pub gpu_wait_s: f64,
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
@@ -237,6 +238,7 @@ pub fn resolve(
         rocprof_bin_path: config.platform_kwargs.rocprof_bin_path.clone(),
         noop_eval_s: config.noop_eval_s.unwrap_or(0.05),
         kill_grace_s: config.kill_grace_s.unwrap_or(5.0),
+        gpu_wait_s: config.gpu_wait_s.unwrap_or(0.0),
         warnings: config.warnings.clone(),
     })
 }

@@ -131,6 +131,8 @@ pub struct ConfigFile {
     pub replay_latency_s: Option<f64>,
     pub noop_eval_s: Option<f64>,
     pub kill_grace_s: Option<f64>,
+    /// How long to wait for a GPU that another kactors run holds; 0 fails at once.
+    pub gpu_wait_s: Option<f64>,
     pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
     pub warnings: Vec<String>,
@@ -159,6 +161,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "replay_latency_s",
     "noop_eval_s",
     "kill_grace_s",
+    "gpu_wait_s",
     "base_url",
     "max_tokens",
     "temperature",
@@ -522,6 +525,7 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "replay_latency_s" => config.replay_latency_s = Some(reader.seconds(key, value)?),
             "noop_eval_s" => config.noop_eval_s = Some(reader.seconds(key, value)?),
             "kill_grace_s" => config.kill_grace_s = Some(reader.seconds(key, value)?),
+            "gpu_wait_s" => config.gpu_wait_s = Some(reader.seconds(key, value)?),
             "base_url" => {
                 config.llm.base_url =
                     Some(reader.value(key, value, "a URL such as http://localhost:8000/v1")?)

@@ -3,6 +3,7 @@
 pub mod ncu;
 pub mod ncu_csv;
 pub mod profile;
+pub mod profiler;
 
 pub use ncu::{
     Combine, KernelNames, KernelNamesError, MetricSection, NCU_ENV, NCU_METRICS, NcuInvocation,
@@ -13,3 +14,4 @@ pub use profile::{
     NcuFailure, NvidiaProfile, ProfiledDevice, ProfiledLaunch, SummaryError, is_permanent,
     summarize,
 };
+pub use profiler::NcuProfiler;

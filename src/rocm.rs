@@ -6,6 +6,7 @@ mod counter_groups;
 mod csv_tables;
 mod output_files;
 mod profile;
+mod profiler;
 mod rocm_roofline;
 mod rocprof_cli;
 mod selection;
@@ -22,6 +23,9 @@ pub use csv_tables::{
 pub use output_files::{OutputKind, RocprofOutputError, ensure_fresh_dir, find_outputs};
 pub use profile::{
     PassRecord, RocmProfile, RocmProfileError, TimingPass, read_counter_pass, read_timing_pass,
+};
+pub use profiler::{
+    RocmDeviceFacts, RocprofNotFound, RocprofProfiler, RocprofSettings, resolve_rocprof_bin,
 };
 pub use rocm_roofline::{
     InstructionMix, RocmPeaks, RocmRoofline, RooflineInputError, instruction_mix, rocm_metrics,

@@ -16,15 +16,12 @@ use tokio::sync::oneshot;
 
 use crate::cli::RunArgs;
 use crate::commands::CommandError;
-use crate::config::{
-    CliOverrides, LlmChoice, Platform, RunSettings, Strategies, parse_config, resolve,
-};
+use crate::config::{CliOverrides, LlmChoice, RunSettings, Strategies, parse_config, resolve};
 use crate::devices::{DeviceKind, HostEnvironment, SelectedVendor};
 use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
 use crate::llm;
-use crate::noop::NoopEvaluatorFactory;
 use crate::progress::{JsonProgress, PlainProgress, SystemClock};
 use crate::prompts::Prompts;
 use crate::replay::ReplayProvider;
@@ -163,24 +160,19 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     for note in &devices.notes {
         eprintln!("kactors: {note}");
     }
-    if devices.selection.vendor != SelectedVendor::Noop {
-        return Err(CommandError::Environment(format!(
-            "strategy `{}` chose {} GPUs, but this build of kactors has no GPU evaluator yet: use a strategy with `platform: noop`",
-            settings.strategy, devices.selection.vendor
-        )));
-    }
     let device_ids: Vec<DeviceId> = devices
         .selection
         .devices
         .iter()
         .map(|d| DeviceId(d.id))
         .collect();
-    let simulated = settings.platform == Platform::Noop;
+    let vendor = devices.selection.vendor;
+    let simulated = vendor == SelectedVendor::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
-    let platform_name = if simulated {
-        "noop (simulated devices)"
-    } else {
-        "GPU"
+    let platform_name = match vendor {
+        SelectedVendor::Noop => "noop (simulated devices)",
+        SelectedVendor::Nvidia => "NVIDIA GPUs (CUDA)",
+        SelectedVendor::Rocm => "AMD Instinct GPUs (ROCm)",
     };
     let prompts = Rc::new(Prompts::new(&settings.templates, platform_name, simulated)?);
 
@@ -193,15 +185,18 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     let run_root = run_dir.root().to_path_buf();
     init_logging(&run_root);
     eprintln!("kactors: run directory {}", run_root.display());
+    let platform = crate::platform::prepare(&run_root, &settings, &devices.selection, &kernel.root)
+        .map_err(|error| {
+            CommandError::Environment(format!(
+                "failed to prepare the run directory {}: {error}",
+                run_root.display()
+            ))
+        })?;
 
     let search = settings.search();
     let started = Event::RunStarted {
         strategy: settings.strategy.clone(),
-        platform: if simulated {
-            "noop".into()
-        } else {
-            "gpu".into()
-        },
+        platform: vendor.to_string(),
         simulated,
         search: search.kind.name().into(),
         num_top_kernels: search.num_top_kernels,
@@ -214,7 +209,12 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         manager: ManagerSettings {
             search,
             devices: device_ids,
-            step_deadline: settings.test_timeout(None),
+            step_deadline: settings.test_timeout(match vendor {
+                SelectedVendor::Rocm => Some(crate::config::Vendor::Rocm),
+                SelectedVendor::Nvidia | SelectedVendor::Noop => {
+                    Some(crate::config::Vendor::Nvidia)
+                }
+            }),
             profile_parents: settings.profiler_enabled && !simulated,
         },
         initial_source: kernel.initial.clone(),
@@ -233,12 +233,14 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         clock: Arc::new(SystemClock),
         signaller: Box::new(ProcessGroupSignaller),
     };
-    let eval_time = Duration::from_secs_f64(settings.noop_eval_s);
-    let ports = Box::new(move |_watchdog| WorkPorts {
-        evaluators: Rc::new(NoopEvaluatorFactory { eval_time }),
-        profiler: None,
-        llm,
-        prompts,
+    let ports = Box::new(move |watchdog| {
+        let (evaluators, profiler) = platform.work_ports(watchdog);
+        WorkPorts {
+            evaluators,
+            profiler,
+            llm,
+            prompts,
+        }
     });
 
     let system = actix::System::new();

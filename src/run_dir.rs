@@ -48,6 +48,8 @@ impl RunDirectory {
             parent: parent.to_path_buf(),
             source,
         };
+        // Children run in folders of their own: every path handed to them must be absolute.
+        let parent = &std::path::absolute(parent).map_err(wrap)?;
         fs::create_dir_all(parent).map_err(wrap)?;
         let stem = format!("{strategy}-{}", folder_stamp(now));
         let mut root = parent.join(&stem);

@@ -97,19 +97,26 @@ def model_attribute_kwargs(function, input_count, model):
             continue
         if p.kind is p.VAR_KEYWORD:
             continue
-        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and positional < input_count and not takes_varargs:
+        if (
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            and positional < input_count
+            and not takes_varargs
+        ):
             positional += 1
             continue
         for module in model.modules():
             if not p.name.startswith("_") and (
-                p.name in module.__dict__ or p.name in module._parameters or p.name in module._buffers
+                p.name in module.__dict__
+                or p.name in module._parameters
+                or p.name in module._buffers
             ):
                 kwargs[p.name] = getattr(module, p.name)
                 break
         else:
             if p.default is p.empty:
                 raise WrapperError(
-                    f"kernel_function parameter {p.name!r} is neither an input nor a model attribute"
+                    f"kernel_function parameter {p.name!r} is neither an input nor a model "
+                    "attribute"
                 )
     return kwargs
 

@@ -11,7 +11,7 @@ behaves as markers in the candidate's source tell it. The first line that starts
     # standin: reject reason=TEXT   verify passes, time rejects the candidate with that reason
     # standin: crash                the process exits with status 139 in the middle of the request
     # standin: hang                 the request is never answered
-    # standin: raise                the request fails (ok false, with a traceback); the process lives
+    # standin: raise                the request fails (ok false, a traceback); the process lives
     # standin: fatal                the request fails with fatal true; the process exits with 3
 
 A candidate without a marker fails verify. problem.py in the kernel directory may carry
@@ -127,7 +127,9 @@ class Standin:
                 raise StandinError(f"time_reference which={which!r}; accepted: eager, compile")
             return self.timing(self.reference_ms[which], request, launches=0)
         if op not in ("verify", "time"):
-            raise StandinError(f"unknown op {op!r}; accepted: verify, time, time_reference, shutdown")
+            raise StandinError(
+                f"unknown op {op!r}; accepted: verify, time, time_reference, shutdown"
+            )
         candidate = Path(request["candidate"])
         if not candidate.is_file():
             raise StandinError(f"candidate {candidate} does not exist")
@@ -173,7 +175,8 @@ class Standin:
         }
 
     def timing(self, ms, request, launches):
-        samples = request.get("repeat", self.repeat)
+        samples = request.get("repeat")
+        samples = self.repeat if samples is None else samples
         return {
             "passed": True,
             "reason": None,
@@ -210,7 +213,11 @@ def main(argv):
     except Exception as error:
         send(
             replies,
-            {"type": "startup_failed", "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()},
+            {
+                "type": "startup_failed",
+                "error": f"{type(error).__name__}: {error}",
+                "traceback": traceback.format_exc(),
+            },
         )
         return 2
     send(replies, standin.ready(round(time.perf_counter() - started, 4)))

@@ -50,6 +50,11 @@ fn step_key(step: Step) -> &'static str {
     }
 }
 
+/// A reason as one table cell: its first line, with the table's separator escaped.
+fn table_cell(text: &str) -> String {
+    text.lines().next().unwrap_or_default().replace('|', "\\|")
+}
+
 impl RunSummary {
     pub fn observe(&mut self, record: &JournalRecord) {
         match &record.event {
@@ -230,7 +235,11 @@ impl RunSummary {
             let failures = if row.failures.is_empty() {
                 "–".to_string()
             } else {
-                row.failures.join("; ")
+                row.failures
+                    .iter()
+                    .map(|failure| table_cell(failure))
+                    .collect::<Vec<_>>()
+                    .join("; ")
             };
             let _ = writeln!(
                 out,

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The H200 measurements of issue 4, in one call (the device tool lends the machine by the minute).
+# Run from the repository root, with the release binary at target/release/kactors (or $KACTORS):
+#   OUT=/some/folder bash scripts/h200/measure.sh
+# It leaves under $OUT: machine.txt, summary.md (the README's figures), logs.tgz and runs.tgz.
+set -uo pipefail
+OUT=${OUT:-/tmp/kactors-measure}
+KACTORS=${KACTORS:-target/release/kactors}
+EXAMPLES=${EXAMPLES:-"optimize_01_matvec optimize_02_rmsnorm"}
+export PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+WORK=$(mktemp -d)
+LOGS=$WORK/logs
+mkdir -p "$LOGS" "$WORK/runs"
+seconds() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
+
+{
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    nvidia-smi --query-gpu=name,uuid,pci.bus_id,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
+    nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+    python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__, "cuda", torch.version.cuda)'
+    (ncu --version || /usr/local/cuda/bin/ncu --version) 2>&1 | tail -1
+} > "$OUT/machine.txt" 2>&1
+
+for example in $EXAMPLES; do
+    # 1. A whole kactors run with the replay provider serving the example's candidates.
+    start=$(seconds)
+    timeout 240 "$KACTORS" run --strategy nvidia --provider replay --kernel-dir "examples/$example" \
+        --run-dir "$WORK/runs/$example" --json > "$LOGS/$example.events.jsonl" 2> "$LOGS/$example.stderr"
+    echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$LOGS/$example.run"
+    run=$(ls -d "$WORK/runs/$example"/*/ | head -1)
+
+    # 2. KernelAgent's way of checking one candidate: a fresh `python test.py`, for the initial
+    #    kernel and for the best one.
+    for which in initial best; do
+        copy=$WORK/ka-$example-$which
+        cp -r "examples/$example" "$copy"
+        rm -rf "$copy/candidates"
+        [ "$which" = best ] && cp "$run/best_kernel.py" "$copy/kernel.py"
+        start=$(seconds)
+        (cd "$copy" && timeout 120 python3 test.py > "$LOGS/$example.test-$which.log" 2>&1)
+        echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$LOGS/$example.test-$which"
+    done
+
+    # 3. Initial, best, eager and torch.compile again in one fresh evaluator, interleaved; and
+    #    the copy bandwidth.
+    timeout 300 python3 scripts/h200/retime.py "$run/tools/evaluator.py" "$run/tools/aten_allowlist.yaml" \
+        "examples/$example" "examples/$example/input.py" "$run/best_kernel.py" "$WORK/retime-$example" \
+        > "$LOGS/$example.retime.json" 2> "$LOGS/$example.retime.stderr"
+
+    # 4. One plain run of the profile wrapper, to set against the profile's wall time.
+    start=$(seconds)
+    timeout 120 python3 templates/profile_wrapper.py --kernel-dir "examples/$example" \
+        --candidate "examples/$example/input.py" --kernels-out "$LOGS/$example.kernels.json" \
+        --config '{"warmup_calls": 3, "seed": 0}' > "$LOGS/$example.wrapper.log" 2>&1
+    echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$LOGS/$example.wrapper"
+done
+
+python3 scripts/h200/summarize.py "$WORK" "$OUT/machine.txt" > "$OUT/summary.md" 2> "$LOGS/summarize.stderr"
+cat "$OUT/summary.md"
+tar czf "$OUT/logs.tgz" -C "$WORK" logs
+tar czf "$OUT/runs.tgz" --exclude='triton-cache' --exclude='*.so' -C "$WORK" runs

@@ -1,0 +1,374 @@
+//! The Nsight Compute profiler of a run: one ncu process per profile around the wrapper,
+//! measuring exactly the measured call, read into the profile the prompts and the journal get.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use actors::ports::{KernelProfiler, LocalFuture, ProfileError, ProfileJob, ProfileSummary};
+
+use super::ncu::{KernelNames, NCU_ENV, NcuInvocation, ncu_command_args, resolve_ncu_bin};
+use super::ncu_csv::parse_ncu_csv;
+use super::profile::{NcuFailure, NvidiaProfile, is_permanent, summarize};
+use crate::profiling::{
+    DeviceEnv, PassOutcome, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
+    ProfiledPlatform, ProfilerSetup, ReportRoofline, create_profile_dir, error_chain,
+    is_executable_file, read_kernels_out, roofline_analysis, run_pass, with_log_tail,
+};
+use crate::rocm::{InstructionMix, PassRecord};
+
+/// ncu's report inside the ncu pass's folder (its `--log-file`).
+const NCU_REPORT: &str = "ncu-report.csv";
+const KERNELS_OUT: &str = "kernels.json";
+
+pub struct NcuProfiler {
+    setup: ProfilerSetup,
+    /// `platform_kwargs.ncu_bin_path`.
+    ncu_bin_path: Option<PathBuf>,
+}
+
+/// Why a profile failed, and whether profiling can go on in this run.
+struct NcuProfileFailure {
+    error: ProfileError,
+    kernels: Vec<String>,
+}
+
+impl NcuProfileFailure {
+    fn failed(reason: String) -> Self {
+        NcuProfileFailure {
+            error: ProfileError::Failed(reason),
+            kernels: Vec::new(),
+        }
+    }
+}
+
+/// One profile's invariants: where it runs and what its invocations share.
+struct NcuRun<'a> {
+    target: &'a ProfileTarget,
+    pin: &'a DeviceEnv,
+    profile_dir: PathBuf,
+    /// Shared by the profile's invocations, so that only the first compiles.
+    triton_cache: PathBuf,
+    budget: &'a ProfileBudget,
+}
+
+impl NcuProfiler {
+    pub fn new(setup: ProfilerSetup, ncu_bin_path: Option<PathBuf>) -> Self {
+        NcuProfiler {
+            setup,
+            ncu_bin_path,
+        }
+    }
+
+    /// One profile of `target`: a plain run of the wrapper first when the kernels under test
+    /// are not known (to learn them for ncu's kernel filter), then one ncu process.
+    pub async fn profile_target(&self, target: &ProfileTarget) -> ProfileOutcome {
+        let budget = ProfileBudget::start(self.setup.total_budget);
+        let mut passes = Vec::new();
+        match self.measure(target, &budget, &mut passes).await {
+            Ok(profile) => {
+                let report = report_of(target, &profile, passes);
+                let analysis = analysis_of(&profile);
+                ProfileOutcome::measured(report, profile.roofline.bottleneck, analysis)
+            }
+            Err(failure) => {
+                let reason = match &failure.error {
+                    ProfileError::Failed(reason) | ProfileError::Unavailable(reason) => {
+                        reason.clone()
+                    }
+                };
+                tracing::warn!(
+                    "Nsight Compute profile of {} on device {} failed: {reason}",
+                    target.label,
+                    target.device
+                );
+                let report = ProfileReport::failed(
+                    ProfiledPlatform::Nvidia,
+                    target.device,
+                    failure.kernels,
+                    None,
+                    passes,
+                    reason,
+                );
+                ProfileOutcome::failed(report, failure.error)
+            }
+        }
+    }
+
+    async fn measure(
+        &self,
+        target: &ProfileTarget,
+        budget: &ProfileBudget,
+        passes: &mut Vec<PassRecord>,
+    ) -> Result<NvidiaProfile, NcuProfileFailure> {
+        let ncu = self
+            .ncu_binary()
+            .await
+            .map_err(|failure| NcuProfileFailure {
+                error: ProfileError::Unavailable(error_chain(&failure)),
+                kernels: Vec::new(),
+            })?;
+        let pin = self
+            .setup
+            .pin(target.device)
+            .map_err(|reason| NcuProfileFailure {
+                error: ProfileError::Unavailable(reason),
+                kernels: Vec::new(),
+            })?;
+        let profile_dir = create_profile_dir(&target.folder).await.map_err(|error| {
+            NcuProfileFailure::failed(format!(
+                "error making a profile folder in {}: {error}",
+                target.folder.display()
+            ))
+        })?;
+        let run = NcuRun {
+            target,
+            pin,
+            triton_cache: profile_dir.join("triton-cache"),
+            profile_dir,
+            budget,
+        };
+        let filter = match target.kernel_names.as_slice() {
+            [] => self.discover_kernels(&run, passes).await?,
+            known => KernelNames::new(known.iter().cloned())
+                .map_err(|error| NcuProfileFailure::failed(error.to_string()))?,
+        };
+        self.ncu_pass(&run, &ncu, &filter, passes).await
+    }
+
+    /// The ncu process around the wrapper, and its report read into the profile of the kernels
+    /// the measured call launched.
+    async fn ncu_pass(
+        &self,
+        run: &NcuRun<'_>,
+        ncu: &Path,
+        filter: &KernelNames,
+        passes: &mut Vec<PassRecord>,
+    ) -> Result<NvidiaProfile, NcuProfileFailure> {
+        let dir = run.profile_dir.join("ncu");
+        let report_path = dir.join(NCU_REPORT);
+        let kernels_out = dir.join(KERNELS_OUT);
+        let invocation = NcuInvocation {
+            kernel_names: filter.clone(),
+            log_file: report_path.clone(),
+            python: self.setup.python_for_child(),
+            wrapper_args: self.wrapper_args(run, &kernels_out),
+        };
+        let outcome = self
+            .run_pass(run, "ncu", ncu, ncu_command_args(&invocation), dir, NCU_ENV)
+            .await;
+        passes.push(outcome.record.clone());
+        let with_kernels = |error: ProfileError| NcuProfileFailure {
+            error,
+            kernels: filter.as_slice().to_vec(),
+        };
+        // Nothing is read from a pass that could not run, was killed or left processes behind.
+        if outcome.error.is_some() || outcome.record.killed {
+            let reason = outcome
+                .failure("ncu")
+                .expect("an error or a kill is a failure");
+            return Err(with_kernels(ProfileError::Failed(
+                with_log_tail(&reason, &outcome.log_path).await,
+            )));
+        }
+        let report = match parse_ncu_csv(&read_report(&report_path).await) {
+            Ok(report) => report,
+            Err(error) => {
+                let failure = NcuFailure::Parse(error);
+                let reason = error_chain(&failure);
+                if is_permanent(&failure) {
+                    return Err(with_kernels(ProfileError::Unavailable(reason)));
+                }
+                let reason = match outcome.failure("ncu") {
+                    Some(exit) => format!("{exit}; {reason}"),
+                    None => reason,
+                };
+                // ncu's own error lines are in the reason; the program's are in the pass log.
+                return Err(with_kernels(ProfileError::Failed(
+                    with_log_tail(&reason, &outcome.log_path).await,
+                )));
+            }
+        };
+        if let Some(exit) = outcome.failure("ncu") {
+            return Err(with_kernels(ProfileError::Failed(
+                with_log_tail(&exit, &outcome.log_path).await,
+            )));
+        }
+        let launched = read_kernels_out(&kernels_out)
+            .await
+            .map_err(|reason| with_kernels(ProfileError::Failed(reason)))?;
+        let unfiltered: Vec<&str> = launched
+            .iter()
+            .filter(|name| !filter.as_slice().contains(name))
+            .map(String::as_str)
+            .collect();
+        if !unfiltered.is_empty() {
+            return Err(with_kernels(ProfileError::Failed(format!(
+                "the measured call launched {} which the ncu kernel filter ({}) left out: the \
+                 profile would miss their time",
+                unfiltered.join(", "),
+                filter.as_slice().join(", ")
+            ))));
+        }
+        summarize(&report, &launched).map_err(|error| NcuProfileFailure {
+            error: ProfileError::Failed(error_chain(&NcuFailure::Summary(error))),
+            kernels: launched.clone(),
+        })
+    }
+
+    /// A plain run of the wrapper, without ncu, for the names of the Triton kernels the measured
+    /// call launches: ncu's kernel filter needs them before it starts.
+    async fn discover_kernels(
+        &self,
+        run: &NcuRun<'_>,
+        passes: &mut Vec<PassRecord>,
+    ) -> Result<KernelNames, NcuProfileFailure> {
+        let dir = run.profile_dir.join("discovery");
+        let kernels_out = dir.join(KERNELS_OUT);
+        let args = self.wrapper_args(run, &kernels_out);
+        let python = self.setup.python_for_child();
+        let outcome = self
+            .run_pass(run, "wrapper run", &python, args, dir, &[])
+            .await;
+        passes.push(outcome.record.clone());
+        if let Some(reason) = outcome.failure("the wrapper") {
+            return Err(NcuProfileFailure::failed(
+                with_log_tail(&reason, &outcome.log_path).await,
+            ));
+        }
+        let launched = read_kernels_out(&kernels_out)
+            .await
+            .map_err(NcuProfileFailure::failed)?;
+        KernelNames::new(launched).map_err(|error| NcuProfileFailure::failed(error.to_string()))
+    }
+
+    fn wrapper_args(&self, run: &NcuRun<'_>, kernels_out: &Path) -> Vec<OsString> {
+        self.setup
+            .wrapper_args(&run.target.candidate, kernels_out, &run.triton_cache)
+    }
+
+    /// Runs one invocation of the profile, with the profile's Triton cache and `extra_env`.
+    async fn run_pass(
+        &self,
+        run: &NcuRun<'_>,
+        what: &str,
+        program: &Path,
+        args: Vec<OsString>,
+        dir: PathBuf,
+        extra_env: &[(&str, &str)],
+    ) -> PassOutcome {
+        let cache = run.triton_cache.to_string_lossy();
+        let mut env = extra_env.to_vec();
+        env.push(("TRITON_CACHE_DIR", &cache));
+        let spec = PassSpec {
+            label: format!(
+                "{what} for {} on device {}",
+                run.target.label, run.target.device
+            ),
+            program: program.to_path_buf(),
+            args,
+            dir,
+            env: self.setup.child_env(run.pin, &env),
+            counters: Vec::new(),
+        };
+        run_pass(
+            &spec,
+            &self.setup.watchdog,
+            run.budget,
+            self.setup.pass_deadline,
+            self.setup.kill_grace,
+        )
+        .await
+    }
+
+    async fn ncu_binary(&self) -> Result<PathBuf, NcuFailure> {
+        let configured = self.ncu_bin_path.clone();
+        let path_var = self.setup.path_var().map(ToOwned::to_owned);
+        tokio::task::spawn_blocking(move || {
+            resolve_ncu_bin(
+                configured.as_deref(),
+                path_var.as_deref(),
+                is_executable_file,
+            )
+        })
+        .await
+        .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
+    }
+}
+
+impl KernelProfiler for NcuProfiler {
+    fn profile(
+        self: Rc<Self>,
+        job: ProfileJob,
+    ) -> LocalFuture<'static, Result<ProfileSummary, ProfileError>> {
+        Box::pin(async move {
+            self.profile_target(&ProfileTarget::of_job(&job))
+                .await
+                .verdict
+        })
+    }
+}
+
+/// ncu's `--log-file`; empty when ncu wrote none, which the parser reports as no output.
+async fn read_report(path: &Path) -> String {
+    match tokio::fs::read(path).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+fn report_of(
+    target: &ProfileTarget,
+    profile: &NvidiaProfile,
+    passes: Vec<PassRecord>,
+) -> ProfileReport {
+    let metrics: BTreeMap<String, f64> = profile
+        .metrics
+        .values()
+        .flat_map(|section| section.iter().map(|(name, value)| (name.clone(), *value)))
+        .collect();
+    ProfileReport {
+        ok: true,
+        platform: ProfiledPlatform::Nvidia,
+        device: target.device,
+        kernels: launched_kernels(profile),
+        duration_ms: Some(profile.duration_ms),
+        counters: BTreeMap::new(),
+        metrics,
+        roofline: Some(ReportRoofline::from(&profile.roofline)),
+        instruction_mix: InstructionMix::UNAVAILABLE,
+        passes,
+        error: None,
+    }
+}
+
+fn launched_kernels(profile: &NvidiaProfile) -> Vec<String> {
+    let mut kernels: Vec<String> = Vec::new();
+    for launch in &profile.launches {
+        if !kernels.contains(&launch.kernel_name) {
+            kernels.push(launch.kernel_name.clone());
+        }
+    }
+    kernels
+}
+
+/// The roofline sentences, then tensor-core use as the collected tensor metric shows it.
+fn analysis_of(profile: &NvidiaProfile) -> String {
+    let roofline = roofline_analysis(
+        "Nsight Compute",
+        &launched_kernels(profile),
+        profile.duration_ms,
+        &profile.roofline,
+    );
+    let tensor = match (profile.uses_tensor_cores, profile.tensor_pipe_active_pct) {
+        (Some(true), Some(active)) => {
+            format!(
+                "Tensor cores are in use: the tensor pipe was busy {active:.1}% of the active cycles."
+            )
+        }
+        (Some(false), _) => "Tensor cores are not used: the tensor pipe stayed idle.".to_string(),
+        _ => "Tensor-core use was not measured.".to_string(),
+    };
+    format!("{roofline} {tensor}")
+}

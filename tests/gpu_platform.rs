@@ -1,0 +1,210 @@
+//! A whole NVIDIA run without a GPU: a fake nvidia-smi lists two GPUs and `--python` points at
+//! a shim that runs the stand-in evaluator (templates/standin_evaluator.py), which speaks the
+//! real protocol and decides each candidate's fate by a `# standin:` marker in its source.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+struct Node {
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new(candidates: &[(&str, &str)]) -> Node {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        write_executable(
+            &bin.join("nvidia-smi"),
+            "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n",
+        );
+        let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/standin_evaluator.py");
+        write_executable(
+            &bin.join("python-shim"),
+            &format!(
+                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec python3 \"$@\";;\nesac\n",
+                standin.display()
+            ),
+        );
+        let kernel = root.join("kernel");
+        std::fs::create_dir_all(kernel.join("candidates")).unwrap();
+        std::fs::write(
+            kernel.join("input.py"),
+            "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
+        )
+        .unwrap();
+        std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
+        std::fs::write(kernel.join("test.py"), "").unwrap();
+        for (name, text) in candidates {
+            std::fs::write(kernel.join("candidates").join(name), text).unwrap();
+        }
+        std::fs::write(
+            root.join("standin.yaml"),
+            "platform: nvidia\nprovider: replay\nnum_workers: 2\ntest_timeout_s: 2\nkill_grace_s: 0.3\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n",
+        )
+        .unwrap();
+        Node { dir }
+    }
+
+    fn run(&self) -> (std::process::Output, PathBuf) {
+        let root = self.dir.path();
+        let output = Command::new(env!("CARGO_BIN_EXE_kactors"))
+            .current_dir(root)
+            .args([
+                "run",
+                "--strategy",
+                "standin",
+                "--config-dir",
+                ".",
+                "--kernel-dir",
+                "kernel",
+            ])
+            .arg("--python")
+            .arg(root.join("bin/python-shim"))
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", root.join("bin").display()),
+            )
+            .env("KACTORS_LOCK_DIR", root.join("locks"))
+            .env("ANTHROPIC_API_KEY", "sk-ant-never-in-a-child")
+            .env_remove("CUDA_VISIBLE_DEVICES")
+            .output()
+            .unwrap();
+        let runs: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        (output, runs[0].clone())
+    }
+}
+
+fn journal(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn finished(records: &[Value], candidate: u64) -> &Value {
+    records
+        .iter()
+        .find(|r| r["type"] == "candidate_finished" && r["candidate"] == candidate)
+        .unwrap()
+}
+
+#[test]
+fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
+    let node = Node::new(&[
+        (
+            "01_crash.py",
+            "# standin: crash\ndef kernel_function(x):\n    return x\n",
+        ),
+        (
+            "02_hang.py",
+            "# standin: hang\ndef kernel_function(x):\n    return x + 0\n",
+        ),
+        (
+            "03_after_crash.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "04_after_hang.py",
+            "# standin: pass time_ms=1.25\ndef kernel_function(x):\n    return x - 0\n",
+        ),
+    ]);
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records = journal(&run);
+    // Candidates 1 and 3 run on device 1, 2 and 4 on device 0.
+    assert!(
+        finished(&records, 1)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("died without answering")
+    );
+    assert!(
+        finished(&records, 2)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("deadline of 2s")
+    );
+    assert_eq!(
+        finished(&records, 3)["passed"],
+        true,
+        "the device's next candidate is unaffected by the crash"
+    );
+    assert_eq!(
+        finished(&records, 4)["passed"],
+        true,
+        "the device's next candidate is unaffected by the hang"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["type"] == "child_deadline" && r["action"] == "terminate")
+    );
+    assert_eq!(
+        std::fs::read_to_string(run.join("best_kernel.py")).unwrap(),
+        "# standin: pass time_ms=1.25\ndef kernel_function(x):\n    return x - 0\n"
+    );
+    let verdicts: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "step_finished" && r["provenance"] == "measured")
+        .collect();
+    assert!(
+        !verdicts.is_empty(),
+        "figures from an evaluator are measured, not simulated"
+    );
+}
+
+#[test]
+fn each_worker_pins_its_evaluator_to_its_own_gpu() {
+    let node = Node::new(&[
+        (
+            "01.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "02.py",
+            "# standin: pass time_ms=1.4\ndef kernel_function(x):\n    return x * 2\n",
+        ),
+    ]);
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let log = std::fs::read_to_string(run.join("kactors.log")).unwrap();
+    let ready_line = |device: u32| {
+        log.lines()
+            .find(|l| l.contains("evaluator ready") && l.contains(&format!("device={device}")))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(ready_line(0).contains("GPU-aaaaaaaa"), "{log}");
+    assert!(ready_line(1).contains("GPU-bbbbbbbb"), "{log}");
+    for device in ["0", "1"] {
+        assert!(
+            run.join("devices")
+                .join(device)
+                .join("evaluator.log")
+                .is_file()
+        );
+    }
+}

@@ -22,41 +22,56 @@ seconds() { python3 -c 'import time; print(f"{time.time():.3f}")'; }
     (ncu --version || /usr/local/cuda/bin/ncu --version) 2>&1 | tail -1
 } > "$OUT/machine.txt" 2>&1
 
-for example in $EXAMPLES; do
-    # 1. A whole kactors run with the replay provider serving the example's candidates.
+# The summary and the archives are remade after every phase, so a call cut short by its time
+# limit still brings back what was measured.
+finish() {
+    python3 scripts/h200/summarize.py "$WORK" "$OUT/machine.txt" > "$OUT/summary.md" 2> "$LOGS/summarize.stderr"
+    tar czf "$OUT/logs.tgz" -C "$WORK" logs
+    tar czf "$OUT/runs.tgz" --exclude='triton-cache' --exclude='*.so' --exclude='*.cubin' -C "$WORK" runs
+}
+timed() {
+    local record=$1
+    shift
+    local start
     start=$(seconds)
-    timeout 240 "$KACTORS" run --strategy nvidia --provider replay --kernel-dir "examples/$example" \
-        --run-dir "$WORK/runs/$example" --json > "$LOGS/$example.events.jsonl" 2> "$LOGS/$example.stderr"
-    echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$LOGS/$example.run"
-    run=$(ls -d "$WORK/runs/$example"/*/ | head -1)
+    "$@"
+    echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$record"
+}
+run_of() { ls -d "$WORK/runs/$1"/*/ | head -1; }
 
-    # 2. KernelAgent's way of checking one candidate: a fresh `python test.py`, for the initial
-    #    kernel and for the best one.
+# 1. A whole kactors run per example, the replay provider serving the example's candidates;
+#    ncu profiles each parent once.
+for example in $EXAMPLES; do
+    timed "$LOGS/$example.run" timeout 200 "$KACTORS" run --strategy nvidia --provider replay --max-rounds 2 \
+        --kernel-dir "examples/$example" --run-dir "$WORK/runs/$example" --json \
+        > "$LOGS/$example.events.jsonl" 2> "$LOGS/$example.stderr"
+    finish
+done
+
+# 2. Initial, best, eager and torch.compile again in one fresh evaluator, interleaved; and the
+#    copy bandwidth.
+for example in $EXAMPLES; do
+    run=$(run_of "$example")
+    timeout 200 python3 scripts/h200/retime.py "$run/tools/evaluator.py" "$run/tools/aten_allowlist.yaml" \
+        "examples/$example" "examples/$example/input.py" "$run/best_kernel.py" "$WORK/retime-$example" \
+        > "$LOGS/$example.retime.json" 2> "$LOGS/$example.retime.stderr"
+    finish
+done
+
+# 3. KernelAgent's way of checking one candidate, a fresh `python test.py`, for the initial and
+#    the best kernel; and one plain run of the profile wrapper, to set against a profile's wall.
+for example in $EXAMPLES; do
+    run=$(run_of "$example")
     for which in initial best; do
         copy=$WORK/ka-$example-$which
         cp -r "examples/$example" "$copy"
         rm -rf "$copy/candidates"
         [ "$which" = best ] && cp "$run/best_kernel.py" "$copy/kernel.py"
-        start=$(seconds)
-        (cd "$copy" && timeout 120 python3 test.py > "$LOGS/$example.test-$which.log" 2>&1)
-        echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$LOGS/$example.test-$which"
+        (cd "$copy" && timed "$LOGS/$example.test-$which" timeout 90 python3 test.py > "$LOGS/$example.test-$which.log" 2>&1)
     done
-
-    # 3. Initial, best, eager and torch.compile again in one fresh evaluator, interleaved; and
-    #    the copy bandwidth.
-    timeout 300 python3 scripts/h200/retime.py "$run/tools/evaluator.py" "$run/tools/aten_allowlist.yaml" \
-        "examples/$example" "examples/$example/input.py" "$run/best_kernel.py" "$WORK/retime-$example" \
-        > "$LOGS/$example.retime.json" 2> "$LOGS/$example.retime.stderr"
-
-    # 4. One plain run of the profile wrapper, to set against the profile's wall time.
-    start=$(seconds)
-    timeout 120 python3 templates/profile_wrapper.py --kernel-dir "examples/$example" \
+    timed "$LOGS/$example.wrapper" timeout 90 python3 templates/profile_wrapper.py --kernel-dir "examples/$example" \
         --candidate "examples/$example/input.py" --kernels-out "$LOGS/$example.kernels.json" \
         --config '{"warmup_calls": 3, "seed": 0}' > "$LOGS/$example.wrapper.log" 2>&1
-    echo "exit=$? wall_s=$(python3 -c "print(round($(seconds) - $start, 2))")" > "$LOGS/$example.wrapper"
+    finish
 done
-
-python3 scripts/h200/summarize.py "$WORK" "$OUT/machine.txt" > "$OUT/summary.md" 2> "$LOGS/summarize.stderr"
 cat "$OUT/summary.md"
-tar czf "$OUT/logs.tgz" -C "$WORK" logs
-tar czf "$OUT/runs.tgz" --exclude='triton-cache' --exclude='*.so' -C "$WORK" runs

@@ -23,7 +23,7 @@ use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
 use crate::llm;
 use crate::progress::{JsonProgress, PlainProgress, SystemClock};
-use crate::prompts::Prompts;
+use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
 use crate::signals::{ProcessGroupSignaller, forward_interrupts};
@@ -169,12 +169,25 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     let vendor = devices.selection.vendor;
     let simulated = vendor == SelectedVendor::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
-    let platform_name = match vendor {
-        SelectedVendor::Noop => "noop (simulated devices)",
-        SelectedVendor::Nvidia => "NVIDIA GPUs (CUDA)",
-        SelectedVendor::Rocm => "AMD Instinct GPUs (ROCm)",
+    let problem_path = kernel.root.join("problem.py");
+    let problem_source = std::fs::read_to_string(&problem_path).map_err(|error| {
+        CommandError::Environment(format!(
+            "failed to read {}: {error}",
+            problem_path.display()
+        ))
+    })?;
+    let facts = PromptFacts {
+        platform: vendor,
+        gpu: devices
+            .selection
+            .devices
+            .first()
+            .and_then(|device| device.spec),
+        dtype: "bfloat16",
+        tolerance: "atol=rtol=1e-2 (bfloat16)",
+        problem_source: &problem_source,
     };
-    let prompts = Rc::new(Prompts::new(&settings.templates, platform_name, simulated)?);
+    let prompts = Rc::new(Prompts::new(&settings.templates, &facts)?);
 
     let run_dir = RunDirectory::create(
         &args.run_dir,
@@ -216,6 +229,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
                 }
             }),
             profile_parents: settings.profiler_enabled && !simulated,
+            max_refinements: settings.max_refinements,
         },
         initial_source: kernel.initial.clone(),
         max_inflight,

@@ -102,14 +102,34 @@ fn a_noop_dry_run_completes_against_an_openai_compatible_server() {
         String::from_utf8_lossy(&output.stderr)
     );
     let requests = requests.lock().unwrap();
-    assert_eq!(requests.len(), 2, "one request per candidate of the round");
-    let body: serde_json::Value = serde_json::from_str(&requests[0]).unwrap();
-    assert_eq!(body["model"], "local-kernel-model");
-    assert!(
-        body["messages"][1]["content"]
-            .as_str()
-            .unwrap()
-            .contains("def kernel_function")
+    let bodies: Vec<serde_json::Value> = requests
+        .iter()
+        .map(|request| serde_json::from_str(request).unwrap())
+        .collect();
+    assert!(bodies.iter().all(|b| b["model"] == "local-kernel-model"));
+    let asking = |heading: &str| -> Vec<&str> {
+        bodies
+            .iter()
+            .map(|b| b["messages"][1]["content"].as_str().unwrap())
+            .filter(|content| content.starts_with(heading))
+            .collect()
+    };
+    let optimizations = asking("# Optimize this Triton kernel");
+    assert_eq!(
+        optimizations.len(),
+        2,
+        "one request for code per candidate of the round"
+    );
+    assert!(optimizations[0].contains("def kernel_function"));
+    assert_eq!(
+        asking("# Find the bottlenecks").len(),
+        1,
+        "one bottleneck analysis of the parent"
+    );
+    assert_eq!(
+        bodies.len(),
+        3 + asking("# What did candidate").len(),
+        "besides those, only reflexions"
     );
 
     let runs = dir.path().join("runs");

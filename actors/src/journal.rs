@@ -82,6 +82,64 @@ pub enum Event {
         cost_usd: Option<f64>,
         error: Option<String>,
     },
+    /// A parent's bottleneck analysis was requested (once per kernel, when it first becomes a
+    /// parent).
+    AnalysisRequested {
+        candidate: CandidateId,
+        round: u32,
+        request_id: String,
+        /// The distinct bottlenecks asked for: the parent's proposals per round.
+        requested: u32,
+    },
+    /// The analysis came back. `returned` under `requested` means the proposals beyond
+    /// `returned` go without a bottleneck rather than reuse one.
+    AnalysisReceived {
+        candidate: CandidateId,
+        round: u32,
+        request_id: String,
+        requested: u32,
+        returned: u32,
+        /// The bottlenecks' titles, in the order the proposals take them.
+        bottlenecks: Vec<String>,
+        usage: Option<TokenUsage>,
+        cost_usd: Option<f64>,
+        error: Option<String>,
+    },
+    /// A candidate that failed verification gets another attempt; a `proposal_requested` of
+    /// kind `refine` with the same `request_id` follows.
+    RefinementRequested {
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        device: DeviceId,
+        request_id: String,
+        /// 1 for the first refinement.
+        attempt: u32,
+        max_refinements: u32,
+        /// The verification failure the attempt is to fix.
+        error: String,
+    },
+    /// A reflexion on an evaluated candidate was requested; the round does not wait for it.
+    ReflexionRequested {
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        device: DeviceId,
+        request_id: String,
+    },
+    ReflexionReceived {
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        device: DeviceId,
+        request_id: String,
+        /// The lesson later optimization prompts carry; `None` when the reply taught nothing
+        /// (the replay provider's empty reflexion) or the request failed.
+        lesson: Option<String>,
+        usage: Option<TokenUsage>,
+        cost_usd: Option<f64>,
+        error: Option<String>,
+    },
     StepStarted {
         candidate: CandidateId,
         parent: Option<CandidateId>,

@@ -4,6 +4,7 @@
 //! This crate never spawns a process, opens a socket or touches a GPU: it reaches the outside
 //! world only through the traits in [`ports`], which the `kactors` package implements.
 
+pub mod analysis;
 pub mod collector;
 pub mod gpu_worker;
 pub mod journal;

@@ -1,21 +1,29 @@
 //! The Manager: the search. It is event-driven: a round's LLM requests all go out at once (the
 //! broker caps them), each candidate is evaluated as soon as its proposal arrives, and the round
 //! closes when its last candidate is resolved. It never touches a device itself: GpuWorkers do.
+//!
+//! Around each proposal: a kernel that first becomes a parent is profiled (when profiling is on)
+//! and analysed once, and its proposals each take a different bottleneck of that analysis; a
+//! candidate that fails verification is refined as the same candidate, at most
+//! `max_refinements` times; every evaluated candidate gets a reflexion, off the round's critical
+//! path, whose lesson later optimization prompts carry.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::collector::{Collector, PrepareCandidate, Record};
+use crate::analysis::{AnalyzedBottleneck, parse_bottlenecks, parse_lesson};
+use crate::collector::{Collector, PrepareCandidate, Record, WriteCandidateFile};
 use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile};
 use crate::journal::{BeamMember, Event, RunOutcome};
 use crate::llm_broker::{LlmBroker, Propose};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Verdict};
 use crate::ports::{
-    EvalJob, LlmError, LlmReply, LlmRequest, ProfileError, ProfileJob, ProfileSummary,
-    PromptBuilder, ProposalContext, RequestKind,
+    AnalysisContext, AttemptOutcome, EvalJob, Lesson, LlmError, LlmReply, LlmRequest, ProfileError,
+    ProfileJob, ProfileSummary, PromptBuilder, ProposalContext, ReferenceTimes, RefinementContext,
+    ReflexionContext, RenderedPrompt, RequestKind,
 };
 use crate::search::{Beam, PlannedCandidate, SearchKind, SearchSettings, plan_round};
 use crate::supervisor::{RestartWorker, RunDone, Supervisor};
@@ -28,7 +36,12 @@ pub struct ManagerSettings {
     pub step_deadline: Duration,
     /// Profile each kernel once, when it first becomes a parent.
     pub profile_parents: bool,
+    /// How many more attempts a candidate that failed verification gets (max_refinements).
+    pub max_refinements: u32,
 }
+
+/// How many of the run's latest lessons an optimization prompt carries.
+pub const RECENT_LESSONS: usize = 5;
 
 /// Begin the run: evaluate the initial kernel, then search.
 #[derive(Message)]
@@ -51,14 +64,30 @@ struct Slot {
     round: u32,
     device: DeviceId,
     proposal_index: u32,
+    /// Refinements asked for so far: 0 while the first proposal is evaluated.
+    refinements: u32,
 }
 
 enum Resolution {
     Verified(RankedKernel, Provenance),
+    /// Evaluated and failed. `verdict` says the verifier judged it (wrong output): only such a
+    /// candidate is refined, never one that crashed or ran past its deadline.
+    Rejected {
+        source: KernelSource,
+        reason: String,
+        verdict: bool,
+    },
+    /// Never evaluated: the proposal failed, had no code or its prompt could not be rendered.
     Failed(String),
     Duplicate(CandidateId),
     /// The provider had nothing to propose (exhausted, or the budget stopped the request).
     NotProposed,
+}
+
+/// A refinement in flight: what failed and why, for when it brings no new code.
+struct Refining {
+    failed: KernelSource,
+    error: String,
 }
 
 #[derive(Default)]
@@ -85,6 +114,15 @@ pub struct Manager {
     initial_ms: Option<f64>,
     profiles: HashMap<CandidateId, Option<ProfileSummary>>,
     profiling: bool,
+    /// Each parent's bottlenecks, asked for once; empty when the analysis named none.
+    analyses: HashMap<CandidateId, Vec<AnalyzedBottleneck>>,
+    /// The latest lessons of the run, oldest first, at most RECENT_LESSONS.
+    lessons: VecDeque<Lesson>,
+    /// Why the latest failed attempt made from each parent failed; cleared by a verified one.
+    previous_errors: HashMap<CandidateId, String>,
+    /// PyTorch eager's and torch.compile's times for the prompts. Unknown until the platform
+    /// reports them to the Manager, which no evaluator does yet.
+    reference: ReferenceTimes,
     evaluated_sources: HashMap<KernelSource, CandidateId>,
     round: RoundState,
     exhausted: bool,
@@ -114,6 +152,10 @@ impl Manager {
             initial_ms: None,
             profiles: HashMap::new(),
             profiling,
+            analyses: HashMap::new(),
+            lessons: VecDeque::new(),
+            previous_errors: HashMap::new(),
+            reference: ReferenceTimes::default(),
             evaluated_sources: HashMap::new(),
             round: RoundState::default(),
             exhausted: false,
@@ -221,7 +263,12 @@ impl Manager {
                                 "the worker of device {} died twice on this candidate",
                                 slot.device
                             );
-                            manager.resolve(slot, Resolution::Failed(reason), ctx);
+                            let rejected = Resolution::Rejected {
+                                source,
+                                reason,
+                                verdict: false,
+                            };
+                            manager.resolve(slot, rejected, ctx);
                         }
                     }
                     Ok(Err(reason)) => manager.resolve(slot, Resolution::Failed(reason), ctx),
@@ -238,6 +285,17 @@ impl Manager {
         if self.finished {
             return;
         }
+        if let Resolution::Rejected {
+            source,
+            reason,
+            verdict: true,
+        } = &resolution
+            && slot.parent.is_some()
+            && slot.refinements < self.settings.max_refinements
+            && !self.llm_closed()
+        {
+            return self.refine(slot, source.clone(), reason.clone(), ctx);
+        }
         let (passed, time_ms, reason, duplicate_of, simulated) = match &resolution {
             Resolution::Verified(kernel, provenance) => (
                 true,
@@ -246,7 +304,9 @@ impl Manager {
                 None,
                 *provenance == Provenance::Simulated,
             ),
-            Resolution::Failed(reason) => (false, None, Some(reason.clone()), None, false),
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
+                (false, None, Some(reason.clone()), None, false)
+            }
             Resolution::Duplicate(of) => (
                 false,
                 None,
@@ -269,8 +329,28 @@ impl Manager {
                 duplicate_of,
             });
         }
-        if slot.id == CandidateId::INITIAL {
+        let Some(parent) = slot.parent else {
             return self.initial_resolved(resolution, ctx);
+        };
+        match &resolution {
+            Resolution::Verified(kernel, _) => {
+                self.previous_errors.remove(&parent);
+                let outcome = AttemptOutcome::Verified {
+                    time_ms: kernel.time_ms,
+                };
+                self.reflect(slot, kernel.source.clone(), outcome, ctx);
+            }
+            Resolution::Rejected { source, reason, .. } => {
+                self.previous_errors.insert(parent, reason.clone());
+                let outcome = AttemptOutcome::Failed {
+                    reason: reason.clone(),
+                };
+                self.reflect(slot, source.clone(), outcome, ctx);
+            }
+            Resolution::Failed(reason) => {
+                self.previous_errors.insert(parent, reason.clone());
+            }
+            Resolution::Duplicate(_) | Resolution::NotProposed => {}
         }
         let round = &mut self.round;
         round.outstanding -= 1;
@@ -280,7 +360,7 @@ impl Manager {
                 round.verified += 1;
                 round.results.push(kernel);
             }
-            Resolution::Failed(reason) => {
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
                 round.proposed += 1;
                 round.failed += 1;
                 round.failures.push(format!("{}: {reason}", slot.id));
@@ -296,6 +376,211 @@ impl Manager {
         }
     }
 
+    /// Whether the provider can take no more requests for code: it ran dry or the budget is
+    /// spent.
+    fn llm_closed(&self) -> bool {
+        self.exhausted || self.budget_reached.is_some()
+    }
+
+    /// What an error of a request that was not for code (an analysis, a reflexion) means for the
+    /// run: the same as for a proposal, except that the candidate at hand is not at stake.
+    fn note_llm_error(&mut self, error: &LlmError) {
+        match error {
+            LlmError::Exhausted => self.exhausted = true,
+            LlmError::BudgetReached(reason) => self.budget_reached = Some(reason.clone()),
+            LlmError::Auth(reason) => self.finish(
+                RunOutcome::Failed,
+                format!("the llm provider refused the credentials: {reason}"),
+            ),
+            LlmError::Failed(_) => {}
+        }
+    }
+
+    /// The bottleneck the slot's proposal takes: the parent analysis' bottleneck of the same
+    /// index, none past the end of the list.
+    fn bottleneck_of(&self, slot: &Slot) -> Option<AnalyzedBottleneck> {
+        let parent = slot.parent?;
+        self.analyses
+            .get(&parent)?
+            .get(slot.proposal_index as usize)
+            .cloned()
+    }
+
+    fn parent_kernel(&self, id: CandidateId) -> Option<&RankedKernel> {
+        self.beam
+            .as_ref()?
+            .members()
+            .iter()
+            .find(|member| member.id == id)
+    }
+
+    /// Asks for another attempt at a candidate that failed verification; the new code is
+    /// evaluated as the same candidate on the same device.
+    fn refine(&mut self, slot: Slot, failed: KernelSource, error: String, ctx: &mut Context<Self>) {
+        let parent = slot.parent.expect("only proposals are refined");
+        let attempt = slot.refinements + 1;
+        let slot = Slot {
+            refinements: attempt,
+            ..slot
+        };
+        let context = RefinementContext {
+            candidate: slot.id,
+            round: slot.round,
+            parent,
+            attempt,
+            max_refinements: self.settings.max_refinements,
+            failed_source: failed.clone(),
+            error: error.clone(),
+            bottleneck: self.bottleneck_of(&slot),
+        };
+        let prompt = match self.prompts.refinement(&context) {
+            Ok(prompt) => prompt,
+            Err(render_error) => {
+                let reason = format!(
+                    "{error} (the refinement prompt could not be rendered: {render_error})"
+                );
+                let rejected = Resolution::Rejected {
+                    source: failed,
+                    reason,
+                    verdict: false,
+                };
+                return self.resolve(slot, rejected, ctx);
+            }
+        };
+        let request_id = format!("r{}-c{}-refine{attempt}", slot.round, slot.id);
+        self.record(Event::RefinementRequested {
+            candidate: slot.id,
+            parent,
+            round: slot.round,
+            device: slot.device,
+            request_id: request_id.clone(),
+            attempt,
+            max_refinements: self.settings.max_refinements,
+            error: error.clone(),
+        });
+        let refining = Refining { failed, error };
+        self.request_code(
+            slot,
+            RequestKind::Refine,
+            request_id,
+            prompt,
+            Some(refining),
+            ctx,
+        );
+    }
+
+    /// Asks what an evaluated candidate taught. The round does not wait for the answer: the
+    /// lesson reaches the optimization prompts rendered after it arrives.
+    fn reflect(
+        &mut self,
+        slot: Slot,
+        source: KernelSource,
+        outcome: AttemptOutcome,
+        ctx: &mut Context<Self>,
+    ) {
+        let parent = slot.parent.expect("only proposals get a reflexion");
+        if self.llm_closed() {
+            return;
+        }
+        let Some(parent_time_ms) = self.parent_kernel(parent).map(|kernel| kernel.time_ms) else {
+            return;
+        };
+        let bottleneck = self.bottleneck_of(&slot);
+        let context = ReflexionContext {
+            candidate: slot.id,
+            round: slot.round,
+            parent,
+            parent_time_ms,
+            source,
+            outcome: outcome.clone(),
+            bottleneck: bottleneck.clone(),
+        };
+        let request_id = format!("r{}-c{}-reflexion", slot.round, slot.id);
+        let received =
+            move |lesson: Option<String>, reply: Option<&LlmReply>, error: Option<String>| {
+                Event::ReflexionReceived {
+                    candidate: slot.id,
+                    parent,
+                    round: slot.round,
+                    device: slot.device,
+                    request_id: format!("r{}-c{}-reflexion", slot.round, slot.id),
+                    lesson,
+                    usage: reply.and_then(|r| r.usage),
+                    cost_usd: reply.and_then(|r| r.cost_usd),
+                    error,
+                }
+            };
+        let prompt = match self.prompts.reflexion(&context) {
+            Ok(prompt) => prompt,
+            Err(error) => {
+                let error = format!("the reflexion prompt could not be rendered: {error}");
+                return self.record(received(None, None, Some(error)));
+            }
+        };
+        self.record(Event::ReflexionRequested {
+            candidate: slot.id,
+            parent,
+            round: slot.round,
+            device: slot.device,
+            request_id: request_id.clone(),
+        });
+        let user = prompt.user.clone();
+        let answer = self.broker.send(Propose(LlmRequest {
+            request_id,
+            kind: RequestKind::Reflexion,
+            candidate: slot.id,
+            round: slot.round,
+            system: prompt.system,
+            prompt: prompt.user,
+        }));
+        ctx.spawn(answer.into_actor(self).map(move |answer, manager, _| {
+            if manager.finished {
+                return;
+            }
+            let answer =
+                answer.unwrap_or_else(|_| Err(LlmError::Failed("the llm broker is gone".into())));
+            match answer {
+                Ok(reply) => {
+                    manager.write_files(
+                        slot.id,
+                        [
+                            ("reflexion.prompt.md", user),
+                            ("reflexion.reply.md", reply.text.clone()),
+                        ],
+                    );
+                    let lesson = parse_lesson(&reply.text);
+                    if let Some(lesson) = &lesson {
+                        if manager.lessons.len() == RECENT_LESSONS {
+                            manager.lessons.pop_front();
+                        }
+                        manager.lessons.push_back(Lesson {
+                            candidate: slot.id,
+                            parent,
+                            bottleneck: bottleneck.map(|b| b.title),
+                            outcome,
+                            lesson: lesson.clone(),
+                        });
+                    }
+                    manager.record(received(lesson, Some(&reply), None));
+                }
+                Err(error) => {
+                    manager.record(received(None, None, Some(error.to_string())));
+                    manager.note_llm_error(&error);
+                }
+            }
+        }));
+    }
+
+    fn write_files<const N: usize>(&self, candidate: CandidateId, files: [(&str, String); N]) {
+        for (name, contents) in files {
+            self.collector.do_send(WriteCandidateFile {
+                candidate,
+                name: name.to_string(),
+                contents,
+            });
+        }
+    }
+
     fn initial_resolved(&mut self, resolution: Resolution, ctx: &mut Context<Self>) {
         match resolution {
             Resolution::Verified(kernel, _) => {
@@ -303,7 +588,7 @@ impl Manager {
                 self.beam = Some(Beam::new(kernel, self.settings.search.num_top_kernels));
                 self.start_round(1, ctx);
             }
-            Resolution::Failed(reason) => {
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
                 self.finish(
                     RunOutcome::Failed,
                     format!("the initial kernel failed verification: {reason}"),
@@ -347,9 +632,7 @@ impl Manager {
             if self.profiling && !self.profiles.contains_key(&parent.id) {
                 self.profile_then_propose(parent, own, number, ctx);
             } else {
-                for candidate in own {
-                    self.propose(&parent, candidate, number, ctx);
-                }
+                self.analyze_then_propose(parent, own, number, ctx);
             }
         }
     }
@@ -412,16 +695,122 @@ impl Manager {
                 Err(ProfileError::Failed(_)) => None,
             };
             manager.profiles.insert(parent.id, profile);
+            manager.analyze_then_propose(parent, planned, round, ctx);
+        }));
+    }
+
+    /// A kernel's bottlenecks are asked for once, when it first becomes a parent (after its
+    /// profile); its proposals then go out, each taking a different bottleneck.
+    fn analyze_then_propose(
+        &mut self,
+        parent: RankedKernel,
+        planned: Vec<PlannedCandidate>,
+        round: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        if self.finished {
+            return;
+        }
+        let requested = planned.len() as u32;
+        if self.analyses.contains_key(&parent.id) || self.llm_closed() {
             for candidate in planned {
-                manager.propose(&parent, candidate, round, ctx);
+                self.propose(&parent, candidate, requested, round, ctx);
+            }
+            return;
+        }
+        let request_id = format!("r{round}-c{}-analysis", parent.id);
+        let parent_id = parent.id;
+        let received_id = request_id.clone();
+        let received =
+            move |returned: &[AnalyzedBottleneck],
+                  reply: Option<&LlmReply>,
+                  error: Option<String>| Event::AnalysisReceived {
+                candidate: parent_id,
+                round,
+                request_id: received_id.clone(),
+                requested,
+                returned: returned.len() as u32,
+                bottlenecks: returned.iter().map(|b| b.title.clone()).collect(),
+                usage: reply.and_then(|r| r.usage),
+                cost_usd: reply.and_then(|r| r.cost_usd),
+                error,
+            };
+        let context = AnalysisContext {
+            candidate: parent.id,
+            round,
+            source: parent.source.clone(),
+            time_ms: parent.time_ms,
+            reference: self.reference,
+            profile: self.profiles.get(&parent.id).cloned().flatten(),
+            num_bottlenecks: requested,
+        };
+        let prompt = match self.prompts.analysis(&context) {
+            Ok(prompt) => prompt,
+            Err(error) => {
+                let error = format!("the analysis prompt could not be rendered: {error}");
+                self.record(received(&[], None, Some(error)));
+                self.analyses.insert(parent.id, Vec::new());
+                for candidate in planned {
+                    self.propose(&parent, candidate, requested, round, ctx);
+                }
+                return;
+            }
+        };
+        self.record(Event::AnalysisRequested {
+            candidate: parent.id,
+            round,
+            request_id: request_id.clone(),
+            requested,
+        });
+        let user = prompt.user.clone();
+        let answer = self.broker.send(Propose(LlmRequest {
+            request_id: request_id.clone(),
+            kind: RequestKind::Analysis,
+            candidate: parent.id,
+            round,
+            system: prompt.system,
+            prompt: prompt.user,
+        }));
+        ctx.spawn(answer.into_actor(self).map(move |answer, manager, ctx| {
+            if manager.finished {
+                return;
+            }
+            let answer =
+                answer.unwrap_or_else(|_| Err(LlmError::Failed("the llm broker is gone".into())));
+            let bottlenecks = match answer {
+                Ok(reply) => {
+                    manager.write_files(
+                        parent.id,
+                        [
+                            ("analysis.prompt.md", user),
+                            ("analysis.reply.md", reply.text.clone()),
+                        ],
+                    );
+                    let mut bottlenecks = parse_bottlenecks(&reply.text);
+                    bottlenecks.truncate(requested as usize);
+                    manager.record(received(&bottlenecks, Some(&reply), None));
+                    bottlenecks
+                }
+                Err(error) => {
+                    manager.record(received(&[], None, Some(error.to_string())));
+                    manager.note_llm_error(&error);
+                    Vec::new()
+                }
+            };
+            manager.analyses.insert(parent.id, bottlenecks);
+            for candidate in planned {
+                manager.propose(&parent, candidate, requested, round, ctx);
             }
         }));
     }
 
+    /// Asks for the code of one planned candidate; `proposals` is how many its parent gets this
+    /// round.
     fn propose(
         &mut self,
         parent: &RankedKernel,
         planned: PlannedCandidate,
+        proposals: u32,
         round: u32,
         ctx: &mut Context<Self>,
     ) {
@@ -431,11 +820,12 @@ impl Manager {
             round,
             device: planned.device,
             proposal_index: planned.proposal_index,
+            refinements: 0,
         };
         if self.finished {
             return;
         }
-        if self.exhausted || self.budget_reached.is_some() {
+        if self.llm_closed() {
             return self.resolve(slot, Resolution::NotProposed, ctx);
         }
         let best_ms = self
@@ -451,11 +841,16 @@ impl Manager {
             parent_time_ms: parent.time_ms,
             best_time_ms: best_ms,
             initial_time_ms: self.initial_ms.unwrap_or(parent.time_ms),
+            reference: self.reference,
             proposal_index: slot.proposal_index,
+            proposals,
             profile: self.profiles.get(&parent.id).cloned().flatten(),
+            bottleneck: self.bottleneck_of(&slot),
+            recent_lessons: self.lessons.iter().cloned().collect(),
+            previous_error: self.previous_errors.get(&parent.id).cloned(),
         };
-        let (system, prompt) = match self.prompts.optimization(&context) {
-            Ok(rendered) => rendered,
+        let prompt = match self.prompts.optimization(&context) {
+            Ok(prompt) => prompt,
             Err(error) => {
                 return self.resolve(
                     slot,
@@ -465,27 +860,41 @@ impl Manager {
             }
         };
         let request_id = format!("r{round}-c{}", slot.id);
+        self.request_code(slot, RequestKind::Optimize, request_id, prompt, None, ctx);
+    }
+
+    /// Sends a request for code (a proposal or a refinement of it) and handles the reply.
+    fn request_code(
+        &mut self,
+        slot: Slot,
+        kind: RequestKind,
+        request_id: String,
+        prompt: RenderedPrompt,
+        refining: Option<Refining>,
+        ctx: &mut Context<Self>,
+    ) {
         self.record(Event::ProposalRequested {
             candidate: slot.id,
-            parent: planned.parent,
-            round,
+            parent: slot.parent.expect("proposals have parents"),
+            round: slot.round,
             device: slot.device,
             request_id: request_id.clone(),
-            kind: RequestKind::Optimize,
+            kind,
         });
+        let user = prompt.user.clone();
         let request = LlmRequest {
             request_id: request_id.clone(),
-            kind: RequestKind::Optimize,
+            kind,
             candidate: slot.id,
-            round,
-            system,
-            prompt: prompt.clone(),
+            round: slot.round,
+            system: prompt.system,
+            prompt: prompt.user,
         };
         let answer = self.broker.send(Propose(request));
         ctx.spawn(answer.into_actor(self).map(move |answer, manager, ctx| {
             let answer =
                 answer.unwrap_or_else(|_| Err(LlmError::Failed("the llm broker is gone".into())));
-            manager.proposal_answered(slot, request_id, prompt, answer, ctx);
+            manager.proposal_answered(slot, request_id, user, refining, answer, ctx);
         }));
     }
 
@@ -494,6 +903,7 @@ impl Manager {
         slot: Slot,
         request_id: String,
         prompt: String,
+        refining: Option<Refining>,
         answer: Result<LlmReply, LlmError>,
         ctx: &mut Context<Self>,
     ) {
@@ -515,16 +925,30 @@ impl Manager {
                 error,
             }
         };
+        // A refinement that brings no new code ends the candidate with the failure it was
+        // asked to fix; a first proposal without code fails (or is not proposed) on its own.
+        let unrefined = |why: String| {
+            refining.as_ref().map(|refining| Resolution::Rejected {
+                source: refining.failed.clone(),
+                reason: format!("{} (refinement {} {why})", refining.error, slot.refinements),
+                verdict: false,
+            })
+        };
         match answer {
             Err(LlmError::Exhausted) => {
                 self.record(received("exhausted", None, None));
                 self.exhausted = true;
-                self.resolve(slot, Resolution::NotProposed, ctx);
+                let resolution =
+                    unrefined("was not answered: the llm provider is exhausted".into())
+                        .unwrap_or(Resolution::NotProposed);
+                self.resolve(slot, resolution, ctx);
             }
             Err(LlmError::BudgetReached(reason)) => {
                 self.record(received("budget", None, Some(reason.clone())));
+                let resolution =
+                    unrefined(format!("was not sent: {reason}")).unwrap_or(Resolution::NotProposed);
                 self.budget_reached = Some(reason);
-                self.resolve(slot, Resolution::NotProposed, ctx);
+                self.resolve(slot, resolution, ctx);
             }
             Err(LlmError::Auth(reason)) => {
                 self.record(received("failed", None, Some(reason.clone())));
@@ -535,42 +959,73 @@ impl Manager {
             }
             Err(LlmError::Failed(reason)) => {
                 self.record(received("failed", None, Some(reason.clone())));
-                self.resolve(
-                    slot,
-                    Resolution::Failed(format!("the proposal failed: {reason}")),
-                    ctx,
-                );
+                let resolution = unrefined(format!("failed: {reason}")).unwrap_or_else(|| {
+                    Resolution::Failed(format!("the proposal failed: {reason}"))
+                });
+                self.resolve(slot, resolution, ctx);
             }
             Ok(reply) => {
-                let files = vec![
-                    ("prompt.md".to_string(), prompt),
-                    ("reply.md".to_string(), reply.text.clone()),
-                ];
+                let (prompt_name, reply_name) = match slot.refinements {
+                    0 => ("prompt.md".to_string(), "reply.md".to_string()),
+                    k => (
+                        format!("prompt.refine{k}.md"),
+                        format!("reply.refine{k}.md"),
+                    ),
+                };
+                let files = vec![(prompt_name, prompt), (reply_name, reply.text.clone())];
+                let cut = if reply.truncated {
+                    " (the reply was cut at max_tokens)"
+                } else {
+                    ""
+                };
                 match reply.code.clone() {
                     None => {
                         self.record(received("no_code", Some(&reply), None));
-                        let collector = self.collector.clone();
-                        collector.do_send(PrepareCandidate {
+                        self.collector.do_send(PrepareCandidate {
                             candidate: slot.id,
                             files,
                         });
-                        let cut = if reply.truncated {
-                            " (the reply was cut at max_tokens)"
-                        } else {
-                            ""
-                        };
-                        let reason = format!(
-                            "the reply has no python code block defining kernel_function{cut}"
-                        );
-                        self.resolve(slot, Resolution::Failed(reason), ctx);
+                        let resolution = unrefined(format!(
+                            "had no python code block defining kernel_function{cut}"
+                        ))
+                        .unwrap_or_else(|| {
+                            Resolution::Failed(format!(
+                                "the reply has no python code block defining kernel_function{cut}"
+                            ))
+                        });
+                        self.resolve(slot, resolution, ctx);
                     }
                     Some(code) => {
                         self.record(received("code", Some(&reply), None));
-                        if let Some(original) = self.evaluated_sources.get(&code).copied() {
-                            return self.resolve(slot, Resolution::Duplicate(original), ctx);
+                        match self.evaluated_sources.get(&code).copied() {
+                            Some(original) if original == slot.id => {
+                                self.collector.do_send(PrepareCandidate {
+                                    candidate: slot.id,
+                                    files,
+                                });
+                                let resolution = unrefined("returned the code that failed".into())
+                                    .expect("only a refinement can repeat its own code");
+                                return self.resolve(slot, resolution, ctx);
+                            }
+                            Some(original) => {
+                                if slot.refinements > 0 {
+                                    self.collector.do_send(PrepareCandidate {
+                                        candidate: slot.id,
+                                        files,
+                                    });
+                                }
+                                return self.resolve(slot, Resolution::Duplicate(original), ctx);
+                            }
+                            None => {}
                         }
                         let mut files = files;
                         files.push(("kernel.py".to_string(), code.text().to_string()));
+                        if slot.refinements > 0 {
+                            files.push((
+                                format!("kernel.refine{}.py", slot.refinements),
+                                code.text().to_string(),
+                            ));
+                        }
                         self.evaluate(slot, code, files, 0, ctx);
                     }
                 }
@@ -644,12 +1099,17 @@ impl Manager {
 }
 
 fn resolution_of(id: CandidateId, source: &KernelSource, evaluated: Evaluated) -> Resolution {
+    let rejected = |reason: String, verdict: bool| Resolution::Rejected {
+        source: source.clone(),
+        reason,
+        verdict,
+    };
     let verify = match evaluated.verify {
         Ok(outcome) => outcome,
-        Err(error) => return Resolution::Failed(error.to_string()),
+        Err(error) => return rejected(error.to_string(), false),
     };
     if let Verdict::Failed { reason } = verify.verdict {
-        return Resolution::Failed(format!("verification failed: {reason}"));
+        return rejected(format!("verification failed: {reason}"), true);
     }
     match evaluated.time {
         Some(Ok(outcome)) => Resolution::Verified(
@@ -661,8 +1121,8 @@ fn resolution_of(id: CandidateId, source: &KernelSource, evaluated: Evaluated) -
             },
             outcome.provenance,
         ),
-        Some(Err(error)) => Resolution::Failed(format!("timing failed: {error}")),
-        None => Resolution::Failed("the candidate was verified but never timed".into()),
+        Some(Err(error)) => rejected(format!("timing failed: {error}"), false),
+        None => rejected("the candidate was verified but never timed".into(), false),
     }
 }
 
@@ -680,6 +1140,7 @@ impl Handler<StartRun> for Manager {
             round: 0,
             device: self.device_for(CandidateId::INITIAL),
             proposal_index: 0,
+            refinements: 0,
         };
         let files = vec![(
             "kernel.py".to_string(),

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
 
+use crate::analysis::AnalyzedBottleneck;
 use crate::journal::JournalRecord;
 use crate::model::{CandidateId, DeviceId, KernelSource, TimeOutcome, VerifyOutcome};
 
@@ -151,6 +152,38 @@ pub trait LlmProvider {
     ) -> LocalFuture<'static, Result<LlmReply, LlmError>>;
 }
 
+/// PyTorch's own times for the problem, measured the same way as the candidates' when the
+/// platform measures them (absent on the noop platform and until they are measured).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReferenceTimes {
+    pub eager_ms: Option<f64>,
+    pub compile_ms: Option<f64>,
+}
+
+/// How an evaluated attempt ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptOutcome {
+    Verified {
+        time_ms: f64,
+    },
+    /// A verdict against the reference, a crash or a timeout: the reason says which.
+    Failed {
+        reason: String,
+    },
+}
+
+/// An evaluated candidate and the lesson its reflexion drew from it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lesson {
+    pub candidate: CandidateId,
+    pub parent: CandidateId,
+    /// The bottleneck the candidate attacked, when its proposal had one.
+    pub bottleneck: Option<String>,
+    pub outcome: AttemptOutcome,
+    /// One line, `avoid: ...` or `try: ...` when the model kept to the format.
+    pub lesson: String,
+}
+
 /// What an optimization prompt is built from.
 #[derive(Clone, Debug)]
 pub struct ProposalContext {
@@ -161,14 +194,76 @@ pub struct ProposalContext {
     pub parent_time_ms: f64,
     pub best_time_ms: f64,
     pub initial_time_ms: f64,
+    pub reference: ReferenceTimes,
     /// Which of the parent's proposals this is (0-based): each takes a different bottleneck.
     pub proposal_index: u32,
+    /// How many proposals the parent gets this round (more than num_bottlenecks while the beam
+    /// holds fewer parents than its width).
+    pub proposals: u32,
     pub profile: Option<ProfileSummary>,
+    /// The bottleneck of the parent's analysis that this proposal attacks; `None` when the
+    /// analysis named fewer bottlenecks than the parent has proposals.
+    pub bottleneck: Option<AnalyzedBottleneck>,
+    /// The most recent lessons of the run, oldest first.
+    pub recent_lessons: Vec<Lesson>,
+    /// Why the latest attempt made from this parent failed, when it did.
+    pub previous_error: Option<String>,
 }
 
+/// What a parent's bottleneck analysis prompt is built from.
+#[derive(Clone, Debug)]
+pub struct AnalysisContext {
+    /// The kernel under analysis: the parent whose proposals the bottlenecks are for.
+    pub candidate: CandidateId,
+    pub round: u32,
+    pub source: KernelSource,
+    pub time_ms: f64,
+    pub reference: ReferenceTimes,
+    pub profile: Option<ProfileSummary>,
+    /// How many distinct bottlenecks to ask for: the parent's proposals per round.
+    pub num_bottlenecks: u32,
+}
+
+/// What the prompt for another attempt at a candidate that failed verification is built from.
+#[derive(Clone, Debug)]
+pub struct RefinementContext {
+    pub candidate: CandidateId,
+    pub round: u32,
+    pub parent: CandidateId,
+    /// 1 for the first refinement.
+    pub attempt: u32,
+    pub max_refinements: u32,
+    pub failed_source: KernelSource,
+    /// The verifier's reason.
+    pub error: String,
+    pub bottleneck: Option<AnalyzedBottleneck>,
+}
+
+/// What a reflexion prompt, asked after a candidate was evaluated, is built from.
+#[derive(Clone, Debug)]
+pub struct ReflexionContext {
+    pub candidate: CandidateId,
+    pub round: u32,
+    pub parent: CandidateId,
+    pub parent_time_ms: f64,
+    pub source: KernelSource,
+    pub outcome: AttemptOutcome,
+    pub bottleneck: Option<AnalyzedBottleneck>,
+}
+
+/// A rendered prompt: the system prompt and the user message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RenderedPrompt {
+    pub system: String,
+    pub user: String,
+}
+
+/// Renders every prompt the Manager sends. An `Err` is the reason, for the journal.
 pub trait PromptBuilder {
-    /// Returns the system prompt and the user prompt.
-    fn optimization(&self, context: &ProposalContext) -> Result<(String, String), String>;
+    fn optimization(&self, context: &ProposalContext) -> Result<RenderedPrompt, String>;
+    fn analysis(&self, context: &AnalysisContext) -> Result<RenderedPrompt, String>;
+    fn refinement(&self, context: &RefinementContext) -> Result<RenderedPrompt, String>;
+    fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String>;
 }
 
 /// The run directory. Only the Collector calls it, from a thread of its own, so its methods may

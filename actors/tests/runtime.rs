@@ -1,6 +1,6 @@
 //! The runtime end to end with fake ports: no process, no disk, no network.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::rc::Rc;
@@ -16,15 +16,42 @@ use actors::model::{
 use actors::ports::*;
 use actors::search::{SearchKind, SearchSettings};
 use actors::supervisor::{RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 type Journal = Arc<Mutex<Vec<JournalRecord>>>;
 
-struct MemoryStore(Journal);
+/// What the journal has seen so far, for fakes that must wait for a point of the run rather than
+/// sleep: the lessons recorded and the rounds finished.
+#[derive(Clone)]
+struct Milestones {
+    lessons: Arc<watch::Sender<usize>>,
+    rounds: Arc<watch::Sender<u32>>,
+}
+
+impl Milestones {
+    fn new() -> Self {
+        Milestones {
+            lessons: Arc::new(watch::channel(0).0),
+            rounds: Arc::new(watch::channel(0).0),
+        }
+    }
+}
+
+struct MemoryStore {
+    journal: Journal,
+    milestones: Milestones,
+}
 
 impl RunStore for MemoryStore {
     fn append(&mut self, record: &JournalRecord) -> std::io::Result<()> {
-        self.0.lock().unwrap().push(record.clone());
+        self.journal.lock().unwrap().push(record.clone());
+        match &record.event {
+            Event::ReflexionReceived {
+                lesson: Some(_), ..
+            } => self.milestones.lessons.send_modify(|n| *n += 1),
+            Event::RoundFinished { .. } => self.milestones.rounds.send_modify(|n| *n += 1),
+            _ => {}
+        }
         Ok(())
     }
     fn create_candidate_folder(&mut self, id: CandidateId) -> std::io::Result<PathBuf> {
@@ -59,7 +86,8 @@ impl GroupSignaller for NoSignals {
     fn kill(&self, _: GroupId) {}
 }
 
-/// Times come from the source: `# ms=1.5`; `# fail` fails verification.
+/// Times come from the source: `# ms=1.5`; `# fail` fails verification; `# crash` crashes the
+/// evaluator.
 fn judge(source: &KernelSource) -> (Verdict, f64) {
     let text = source.text();
     if text.contains("# fail") {
@@ -98,6 +126,11 @@ impl DeviceEvaluator for FakeEvaluator {
             tokio::task::yield_now().await;
             if self.panic_on_verify {
                 panic!("a deliberate panic inside the worker's handler");
+            }
+            if job.source.text().contains("# crash") {
+                return Err(EvalError::Crashed {
+                    reason: "an illegal memory access was encountered".into(),
+                });
             }
             Ok(VerifyOutcome {
                 verdict: judge(&job.source).0,
@@ -142,21 +175,88 @@ impl EvaluatorFactory for FakeFactory {
     }
 }
 
-/// Answers with scripted sources, each after its own delay, then "exhausted".
+/// When a scripted answer comes.
+#[derive(Clone, Copy, Debug)]
+enum When {
+    Now,
+    After(Duration),
+    /// Once the journal holds a lesson.
+    AfterALesson,
+}
+
+/// How the fake provider answers reflexions.
+#[derive(Clone, Copy, Debug)]
+enum Reflexions {
+    /// An empty reflexion, as the replay provider gives.
+    Empty,
+    /// `try: lesson of candidate <id>`, at once.
+    Lessons,
+    /// `try: lesson of candidate <id>`, once the journal holds a finished round.
+    LessonsAfterARound,
+}
+
+/// Answers requests for code with scripted sources, each when its `When` says, then
+/// "exhausted"; an analysis with `analysis`, a reflexion as `reflexions` says. Neither of the
+/// last two consumes a scripted answer, as with the replay provider.
 struct ScriptedLlm {
-    answers: RefCell<VecDeque<(Duration, Result<&'static str, LlmError>)>>,
-    requests: Cell<u32>,
+    answers: RefCell<VecDeque<(When, Result<&'static str, LlmError>)>>,
+    analysis: &'static str,
+    reflexions: Reflexions,
+    milestones: Milestones,
+    requests: Rc<RefCell<Vec<LlmRequest>>>,
+}
+
+fn text_reply(text: String) -> LlmReply {
+    LlmReply {
+        text,
+        code: None,
+        truncated: false,
+        usage: None,
+        cost_usd: None,
+    }
 }
 
 impl LlmProvider for ScriptedLlm {
-    fn complete(self: Rc<Self>, _: LlmRequest) -> LocalFuture<'static, Result<LlmReply, LlmError>> {
-        self.requests.set(self.requests.get() + 1);
+    fn complete(
+        self: Rc<Self>,
+        request: LlmRequest,
+    ) -> LocalFuture<'static, Result<LlmReply, LlmError>> {
+        self.requests.borrow_mut().push(request.clone());
+        let mut lessons = self.milestones.lessons.subscribe();
+        let mut rounds = self.milestones.rounds.subscribe();
+        match request.kind {
+            RequestKind::Analysis => {
+                let text = self.analysis.to_string();
+                return Box::pin(async move { Ok(text_reply(text)) });
+            }
+            RequestKind::Reflexion => {
+                let reflexions = self.reflexions;
+                let lesson = format!("try: lesson of candidate {}", request.candidate);
+                return Box::pin(async move {
+                    match reflexions {
+                        Reflexions::Empty => return Ok(text_reply(String::new())),
+                        Reflexions::Lessons => {}
+                        Reflexions::LessonsAfterARound => {
+                            let _ = rounds.wait_for(|n| *n >= 1).await;
+                        }
+                    }
+                    Ok(text_reply(lesson))
+                });
+            }
+            RequestKind::Optimize | RequestKind::Refine => {}
+        }
         let next = self.answers.borrow_mut().pop_front();
         Box::pin(async move {
-            let Some((delay, answer)) = next else {
+            let Some((when, answer)) = next else {
                 return Err(LlmError::Exhausted);
             };
-            tokio::time::sleep(delay).await;
+            match when {
+                When::Now => {}
+                When::After(delay) => tokio::time::sleep(delay).await,
+                When::AfterALesson => {
+                    let _ = lessons.wait_for(|n| *n >= 1).await;
+                }
+            }
             let code = answer?;
             Ok(LlmReply {
                 text: code.into(),
@@ -169,13 +269,38 @@ impl LlmProvider for ScriptedLlm {
     }
 }
 
-struct PlainPrompts;
-impl PromptBuilder for PlainPrompts {
-    fn optimization(&self, context: &ProposalContext) -> Result<(String, String), String> {
-        Ok((
-            "system".into(),
-            format!("improve candidate {}", context.parent),
-        ))
+/// Renders plain prompts and keeps every context it was given.
+#[derive(Default)]
+struct RecordingPrompts {
+    optimizations: RefCell<Vec<ProposalContext>>,
+    analyses: RefCell<Vec<AnalysisContext>>,
+    refinements: RefCell<Vec<RefinementContext>>,
+    reflexions: RefCell<Vec<ReflexionContext>>,
+}
+
+fn plain(user: String) -> Result<RenderedPrompt, String> {
+    Ok(RenderedPrompt {
+        system: "system".into(),
+        user,
+    })
+}
+
+impl PromptBuilder for RecordingPrompts {
+    fn optimization(&self, context: &ProposalContext) -> Result<RenderedPrompt, String> {
+        self.optimizations.borrow_mut().push(context.clone());
+        plain(format!("improve candidate {}", context.parent))
+    }
+    fn analysis(&self, context: &AnalysisContext) -> Result<RenderedPrompt, String> {
+        self.analyses.borrow_mut().push(context.clone());
+        plain(format!("analyse candidate {}", context.candidate))
+    }
+    fn refinement(&self, context: &RefinementContext) -> Result<RenderedPrompt, String> {
+        self.refinements.borrow_mut().push(context.clone());
+        plain(format!("fix candidate {}", context.candidate))
+    }
+    fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String> {
+        self.reflexions.borrow_mut().push(context.clone());
+        plain(format!("reflect on candidate {}", context.candidate))
     }
 }
 
@@ -183,8 +308,26 @@ struct Scenario {
     devices: u32,
     search: SearchSettings,
     initial: &'static str,
-    answers: Vec<(Duration, Result<&'static str, LlmError>)>,
+    answers: Vec<(When, Result<&'static str, LlmError>)>,
     panicking_device: Option<DeviceId>,
+    analysis: &'static str,
+    reflexions: Reflexions,
+    max_refinements: u32,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            devices: 1,
+            search: beam(1, 1, 1),
+            initial: "# ms=8",
+            answers: Vec::new(),
+            panicking_device: None,
+            analysis: "no analysis available",
+            reflexions: Reflexions::Empty,
+            max_refinements: 0,
+        }
+    }
 }
 
 fn beam(n: u32, m: u32, rounds: u32) -> SearchSettings {
@@ -197,14 +340,31 @@ fn beam(n: u32, m: u32, rounds: u32) -> SearchSettings {
     }
 }
 
-fn now() -> Duration {
-    Duration::ZERO
+fn now() -> When {
+    When::Now
+}
+
+/// A run, with what its fakes saw.
+struct Ran {
+    result: RunResult,
+    events: Vec<Event>,
+    prompts: Rc<RecordingPrompts>,
+    requests: Vec<LlmRequest>,
 }
 
 fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
+    let ran = run_recorded(scenario);
+    (ran.result, ran.events)
+}
+
+fn run_recorded(scenario: Scenario) -> Ran {
     let journal: Journal = Arc::default();
+    let milestones = Milestones::new();
     let io = RunIo {
-        store: Box::new(MemoryStore(journal.clone())),
+        store: Box::new(MemoryStore {
+            journal: journal.clone(),
+            milestones: milestones.clone(),
+        }),
         progress: Box::new(Silent),
         clock: Arc::new(WallClock),
         signaller: Box::new(NoSignals),
@@ -219,6 +379,7 @@ fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
             devices,
             step_deadline: Duration::from_secs(5),
             profile_parents: false,
+            max_refinements: scenario.max_refinements,
         },
         initial_source: KernelSource::new(scenario.initial),
         max_inflight: 16,
@@ -229,20 +390,29 @@ fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
         panicking_device: scenario.panicking_device,
         started: RefCell::default(),
     };
+    let requests = Rc::new(RefCell::new(Vec::new()));
     let llm = ScriptedLlm {
         answers: RefCell::new(scenario.answers.into()),
-        requests: Cell::new(0),
+        analysis: scenario.analysis,
+        reflexions: scenario.reflexions,
+        milestones,
+        requests: requests.clone(),
     };
+    let prompts = Rc::new(RecordingPrompts::default());
+    let port_prompts = prompts.clone();
     let ports = Box::new(move |_| WorkPorts {
         evaluators: Rc::new(factory),
         profiler: None,
         llm: Rc::new(llm),
-        prompts: Rc::new(PlainPrompts),
+        prompts: port_prompts,
     });
     let result = actix::System::new().block_on(async move {
         let (sender, receiver) = oneshot::channel();
         Supervisor::new(io, ports, plan, sender).start();
-        receiver.await.expect("the supervisor answers")
+        tokio::time::timeout(Duration::from_secs(20), receiver)
+            .await
+            .expect("the run ends within 20 s: nothing waits for an answer that never comes")
+            .expect("the supervisor answers")
     });
     let events = journal
         .lock()
@@ -250,7 +420,13 @@ fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
         .iter()
         .map(|r| r.event.clone())
         .collect();
-    (result, events)
+    let requests = requests.borrow().clone();
+    Ran {
+        result,
+        events,
+        prompts,
+        requests,
+    }
 }
 
 fn finished_candidates(events: &[Event]) -> Vec<(u64, u32, bool)> {
@@ -282,6 +458,7 @@ fn candidates_fan_out_round_robin_and_the_beam_keeps_the_fastest() {
         initial: "# ms=8",
         answers,
         panicking_device: None,
+        ..Scenario::default()
     });
     assert_eq!(result.outcome, RunOutcome::Completed);
     assert_eq!(result.reason, "max_rounds (1) reached");
@@ -319,6 +496,7 @@ fn a_panicking_worker_is_restarted_and_the_run_completes() {
         initial: "# ms=8",
         answers,
         panicking_device: Some(DeviceId(1)),
+        ..Scenario::default()
     });
     assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
     assert!(events.iter().any(|e| matches!(
@@ -353,6 +531,7 @@ fn an_initial_kernel_that_fails_verification_fails_the_run() {
         initial: "# fail",
         answers: vec![],
         panicking_device: None,
+        ..Scenario::default()
     });
     assert_eq!(result.outcome, RunOutcome::Failed);
     assert_eq!(
@@ -373,6 +552,7 @@ fn identical_sources_are_evaluated_once() {
         initial: "# ms=8",
         answers,
         panicking_device: None,
+        ..Scenario::default()
     });
     let verifications = events
         .iter()
@@ -401,7 +581,7 @@ fn a_candidate_is_evaluated_as_soon_as_its_proposal_arrives() {
     let answers = vec![
         (now(), Ok("def kernel_function(): pass # ms=5")),
         (
-            Duration::from_millis(300),
+            When::After(Duration::from_millis(300)),
             Ok("def kernel_function(): pass # ms=4"),
         ),
     ];
@@ -411,6 +591,7 @@ fn a_candidate_is_evaluated_as_soon_as_its_proposal_arrives() {
         initial: "# ms=8",
         answers,
         panicking_device: None,
+        ..Scenario::default()
     });
     let position = |wanted: &dyn Fn(&Event) -> bool| events.iter().position(wanted).unwrap();
     let first_evaluated = position(&|e| {
@@ -446,6 +627,7 @@ fn the_replay_running_dry_ends_the_search_when_nothing_is_pending() {
         initial: "# ms=8",
         answers,
         panicking_device: None,
+        ..Scenario::default()
     });
     assert_eq!(result.outcome, RunOutcome::Completed);
     assert_eq!(result.reason, "the llm provider has no more proposals");
@@ -472,6 +654,7 @@ fn refused_credentials_stop_the_run() {
         initial: "# ms=8",
         answers,
         panicking_device: None,
+        ..Scenario::default()
     });
     assert_eq!(result.outcome, RunOutcome::Failed);
     assert!(
@@ -502,7 +685,429 @@ fn greedy_stops_after_rounds_without_improvement() {
         initial: "# ms=8",
         answers,
         panicking_device: None,
+        ..Scenario::default()
     });
     assert_eq!(result.reason, "no faster kernel in 2 rounds");
     assert_eq!(result.best.unwrap().time_ms, 5.0);
+}
+
+fn analysis_reply(titles: &[&str]) -> &'static str {
+    let bottlenecks: Vec<serde_json::Value> = titles
+        .iter()
+        .map(|title| {
+            serde_json::json!({
+                "title": title,
+                "causes": [format!("cause of {title}")],
+                "fixes": [format!("fix for {title}")],
+            })
+        })
+        .collect();
+    let json = serde_json::json!({ "bottlenecks": bottlenecks });
+    String::leak(format!(
+        "The kernel has these bottlenecks.\n\n```json\n{json:#}\n```\n"
+    ))
+}
+
+/// (proposal index, bottleneck title) of each optimization prompt made from `parent`.
+fn bottlenecks_taken(prompts: &RecordingPrompts, parent: u64) -> Vec<(u32, Option<String>)> {
+    let mut taken: Vec<(u32, Option<String>)> = prompts
+        .optimizations
+        .borrow()
+        .iter()
+        .filter(|c| c.parent == CandidateId(parent))
+        .map(|c| {
+            (
+                c.proposal_index,
+                c.bottleneck.as_ref().map(|b| b.title.clone()),
+            )
+        })
+        .collect();
+    taken.sort();
+    taken
+}
+
+fn analyses_received(events: &[Event]) -> Vec<(u64, u32, u32, Vec<String>)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::AnalysisReceived {
+                candidate,
+                requested,
+                returned,
+                bottlenecks,
+                ..
+            } => Some((candidate.0, *requested, *returned, bottlenecks.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn code(ms: u32) -> Result<&'static str, LlmError> {
+    Ok(String::leak(format!(
+        "def kernel_function(): pass # ms={ms}"
+    )))
+}
+
+#[test]
+fn each_proposal_of_a_parent_takes_a_different_bottleneck() {
+    let ran = run_recorded(Scenario {
+        devices: 2,
+        search: beam(1, 3, 2),
+        answers: vec![
+            (now(), code(9)),
+            (now(), code(10)),
+            (now(), code(11)),
+            (now(), code(12)),
+            (now(), code(13)),
+            (now(), code(14)),
+        ],
+        analysis: analysis_reply(&["Too few programs", "Uncoalesced loads", "Low occupancy"]),
+        ..Scenario::default()
+    });
+    assert_eq!(
+        ran.result.outcome,
+        RunOutcome::Completed,
+        "{}",
+        ran.result.reason
+    );
+    let expected: Vec<(u32, Option<String>)> =
+        ["Too few programs", "Uncoalesced loads", "Low occupancy"]
+            .iter()
+            .enumerate()
+            .map(|(i, title)| (i as u32, Some(title.to_string())))
+            .collect();
+    let taken = bottlenecks_taken(&ran.prompts, 0);
+    assert_eq!(
+        taken.len(),
+        6,
+        "two rounds of three proposals from the initial kernel"
+    );
+    assert_eq!(
+        taken.iter().step_by(2).cloned().collect::<Vec<_>>(),
+        expected
+    );
+    let first = ran.prompts.optimizations.borrow()[0]
+        .bottleneck
+        .clone()
+        .unwrap();
+    assert_eq!(first.causes, vec!["cause of Too few programs"]);
+    assert_eq!(first.fixes, vec!["fix for Too few programs"]);
+    assert_eq!(
+        analyses_received(&ran.events),
+        vec![(
+            0,
+            3,
+            3,
+            vec![
+                "Too few programs".to_string(),
+                "Uncoalesced loads".to_string(),
+                "Low occupancy".to_string()
+            ]
+        )],
+        "one analysis for the parent, reused in its second round"
+    );
+    let analysis_requests = ran
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Analysis)
+        .count();
+    assert_eq!(analysis_requests, 1);
+    assert_eq!(ran.prompts.analyses.borrow()[0].num_bottlenecks, 3);
+}
+
+#[test]
+fn fewer_bottlenecks_than_proposals_are_journaled_and_never_reused() {
+    let ran = run_recorded(Scenario {
+        devices: 1,
+        search: beam(1, 3, 1),
+        answers: vec![(now(), code(5)), (now(), code(6)), (now(), code(7))],
+        analysis: analysis_reply(&["Too few programs"]),
+        ..Scenario::default()
+    });
+    assert_eq!(
+        analyses_received(&ran.events),
+        vec![(0, 3, 1, vec!["Too few programs".to_string()])]
+    );
+    assert_eq!(
+        bottlenecks_taken(&ran.prompts, 0),
+        vec![(0, Some("Too few programs".into())), (1, None), (2, None)]
+    );
+}
+
+#[test]
+fn an_analysis_without_bottlenecks_lets_every_proposal_go_ahead_without_one() {
+    let ran = run_recorded(Scenario {
+        devices: 1,
+        search: beam(1, 2, 1),
+        answers: vec![(now(), code(5)), (now(), code(6))],
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    assert_eq!(analyses_received(&ran.events), vec![(0, 2, 0, vec![])]);
+    assert_eq!(
+        bottlenecks_taken(&ran.prompts, 0),
+        vec![(0, None), (1, None)]
+    );
+    assert_eq!(finished_candidates(&ran.events).len(), 3);
+}
+
+fn verifications_of(events: &[Event], candidate: u64) -> Vec<u32> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::StepStarted {
+                candidate: c,
+                device,
+                step: Step::Verify,
+                ..
+            } if c.0 == candidate => Some(device.0),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_failed_verification_is_refined_as_the_same_candidate_at_most_max_refinements_times() {
+    let ran = run_recorded(Scenario {
+        devices: 2,
+        search: beam(1, 1, 1),
+        answers: vec![
+            (now(), Ok("def kernel_function(): pass # fail first")),
+            (now(), Ok("def kernel_function(): pass # fail second")),
+            (now(), Ok("def kernel_function(): pass # fail third")),
+            (now(), code(1)),
+        ],
+        max_refinements: 2,
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.reason, "max_rounds (1) reached");
+    assert_eq!(
+        verifications_of(&ran.events, 1),
+        vec![1, 1, 1],
+        "the proposal and two refinements, all on candidate 1's device"
+    );
+    let attempts: Vec<u32> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RefinementRequested {
+                candidate: CandidateId(1),
+                attempt,
+                max_refinements: 2,
+                error,
+                ..
+            } => {
+                assert_eq!(error, "verification failed: wrong output");
+                Some(*attempt)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(attempts, vec![1, 2]);
+    let kinds: Vec<RequestKind> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ProposalRequested { kind, .. } => Some(*kind),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            RequestKind::Optimize,
+            RequestKind::Refine,
+            RequestKind::Refine
+        ]
+    );
+    let refined_sources: Vec<(u32, String)> = ran
+        .prompts
+        .refinements
+        .borrow()
+        .iter()
+        .map(|c| (c.attempt, c.failed_source.text().to_string()))
+        .collect();
+    assert_eq!(
+        refined_sources,
+        vec![
+            (1, "def kernel_function(): pass # fail first".to_string()),
+            (2, "def kernel_function(): pass # fail second".to_string()),
+        ]
+    );
+    assert_eq!(
+        finished_candidates(&ran.events),
+        vec![(0, 0, true), (1, 1, false)],
+        "one candidate, finished once; the last code file was never asked for"
+    );
+}
+
+#[test]
+fn a_refinement_that_passes_makes_the_candidate_verified() {
+    let (result, events) = run(Scenario {
+        search: beam(1, 1, 1),
+        answers: vec![
+            (now(), Ok("def kernel_function(): pass # fail")),
+            (now(), code(2)),
+        ],
+        max_refinements: 3,
+        ..Scenario::default()
+    });
+    assert_eq!(result.best.unwrap().id, CandidateId(1));
+    assert_eq!(verifications_of(&events, 1).len(), 2);
+    assert_eq!(
+        finished_candidates(&events),
+        vec![(0, 0, true), (1, 0, true)]
+    );
+}
+
+#[test]
+fn a_crash_is_not_refined() {
+    let (_, events) = run(Scenario {
+        search: beam(1, 1, 1),
+        answers: vec![(now(), Ok("def kernel_function(): pass # crash"))],
+        max_refinements: 3,
+        ..Scenario::default()
+    });
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::RefinementRequested { .. }))
+    );
+    assert_eq!(
+        finished_candidates(&events),
+        vec![(0, 0, true), (1, 0, false)]
+    );
+}
+
+#[test]
+fn a_refinement_when_the_provider_runs_dry_ends_the_candidate_with_its_failure() {
+    let (result, events) = run(Scenario {
+        search: beam(1, 1, 3),
+        answers: vec![(now(), Ok("def kernel_function(): pass # fail"))],
+        max_refinements: 3,
+        ..Scenario::default()
+    });
+    assert_eq!(result.reason, "the llm provider has no more proposals");
+    let reason = events.iter().find_map(|e| match e {
+        Event::CandidateFinished {
+            candidate: CandidateId(1),
+            reason,
+            ..
+        } => reason.clone(),
+        _ => None,
+    });
+    assert_eq!(
+        reason.as_deref(),
+        Some(
+            "verification failed: wrong output (refinement 1 was not answered: the llm provider is exhausted)"
+        )
+    );
+}
+
+#[test]
+fn reflexions_reach_later_prompts() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 2, 2),
+        answers: vec![
+            (now(), code(5)),
+            // Candidate 2 arrives once candidate 1's lesson is in: the round's end, and so
+            // round 2's prompts, come after it.
+            (When::AfterALesson, Ok("def kernel_function(): pass # fail")),
+            (now(), code(4)),
+            (now(), code(3)),
+        ],
+        reflexions: Reflexions::Lessons,
+        ..Scenario::default()
+    });
+    assert_eq!(
+        ran.result.outcome,
+        RunOutcome::Completed,
+        "{}",
+        ran.result.reason
+    );
+    let optimizations = ran.prompts.optimizations.borrow();
+    let (round_1, round_2): (Vec<&ProposalContext>, Vec<&ProposalContext>) =
+        optimizations.iter().partition(|c| c.round == 1);
+    assert!(round_1.iter().all(|c| c.recent_lessons.is_empty()));
+    assert_eq!(round_2.len(), 2);
+    for context in round_2 {
+        let lesson = context
+            .recent_lessons
+            .iter()
+            .find(|l| l.candidate == CandidateId(1))
+            .expect("candidate 1's lesson");
+        assert_eq!(lesson.lesson, "try: lesson of candidate 1");
+        assert_eq!(lesson.outcome, AttemptOutcome::Verified { time_ms: 5.0 });
+    }
+    let reflected: Vec<(u64, AttemptOutcome)> = ran
+        .prompts
+        .reflexions
+        .borrow()
+        .iter()
+        .map(|c| (c.candidate.0, c.outcome.clone()))
+        .collect();
+    assert!(reflected.contains(&(
+        2,
+        AttemptOutcome::Failed {
+            reason: "verification failed: wrong output".into()
+        }
+    )));
+}
+
+#[test]
+fn empty_reflexions_add_no_lesson() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 1, 3),
+        answers: vec![(now(), code(5)), (now(), code(4)), (now(), code(3))],
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    assert!(
+        ran.events
+            .iter()
+            .any(|e| matches!(e, Event::ReflexionReceived { lesson: None, .. }))
+    );
+    assert!(
+        ran.prompts
+            .optimizations
+            .borrow()
+            .iter()
+            .all(|c| c.recent_lessons.is_empty())
+    );
+}
+
+#[test]
+fn the_round_does_not_wait_for_reflexions() {
+    let (result, events) = run(Scenario {
+        search: beam(1, 1, 2),
+        answers: vec![(now(), code(5)), (now(), code(4))],
+        reflexions: Reflexions::LessonsAfterARound,
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
+    let position = |wanted: &dyn Fn(&Event) -> bool| events.iter().position(wanted);
+    let first_round_finished =
+        position(&|e| matches!(e, Event::RoundFinished { round: 1, .. })).unwrap();
+    let first_reflexion_requested = position(&|e| {
+        matches!(
+            e,
+            Event::ReflexionRequested {
+                candidate: CandidateId(1),
+                ..
+            }
+        )
+    })
+    .unwrap();
+    assert!(first_reflexion_requested < first_round_finished);
+    if let Some(answered) = position(&|e| {
+        matches!(
+            e,
+            Event::ReflexionReceived {
+                candidate: CandidateId(1),
+                ..
+            }
+        )
+    }) {
+        assert!(first_round_finished < answered);
+    }
 }

@@ -67,6 +67,8 @@ pub struct RunSettings {
     pub bottleneck_override: Option<String>,
     /// As configured; `None` takes the platform's default (see `test_timeout`).
     pub test_timeout_s: Option<f64>,
+    /// Further attempts at a candidate that failed verification (default 3; 0: none).
+    pub max_refinements: u32,
     pub templates: BTreeMap<String, PathBuf>,
     pub ncu_bin_path: Option<PathBuf>,
     pub rocprof_bin_path: Option<PathBuf>,
@@ -229,6 +231,7 @@ pub fn resolve(
         benchmark_repeat: config.benchmark_repeat.unwrap_or(100),
         bottleneck_override: config.bottleneck_override.clone(),
         test_timeout_s: config.test_timeout_s,
+        max_refinements: config.max_refinements.unwrap_or(3),
         templates: config
             .templates
             .iter()
@@ -328,6 +331,14 @@ mod tests {
             ),
             (SearchKind::Greedy, 1, Some(3))
         );
+    }
+
+    #[test]
+    fn max_refinements_defaults_to_three() {
+        let defaults = settings("", CliOverrides::default()).unwrap();
+        assert_eq!(defaults.max_refinements, 3);
+        let off = settings("max_refinements: 0\n", CliOverrides::default()).unwrap();
+        assert_eq!(off.max_refinements, 0);
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct ConfigFile {
     pub benchmark_repeat: Option<u32>,
     pub bottleneck_override: Option<String>,
     pub test_timeout_s: Option<f64>,
+    /// Further attempts at a candidate that failed verification; 0 turns refinement off.
+    pub max_refinements: Option<u32>,
     /// kactors' own prompt templates replaced by files, relative to the configuration file.
     pub templates: BTreeMap<String, PathBuf>,
     pub platform: Option<PlatformSpec>,
@@ -152,6 +154,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "benchmark_repeat",
     "bottleneck_override",
     "test_timeout_s",
+    "max_refinements",
     "templates",
     "platform",
     "platform_kwargs",
@@ -208,8 +211,16 @@ pub const KERNELAGENT_ONLY_KEYS: &[&str] = &[
 
 pub const KERNELAGENT_ONLY_COMPONENTS: &[&str] = &["rag_prescriber"];
 
-/// kactors' prompt templates, which `templates:` may replace.
-pub const TEMPLATE_NAMES: &[&str] = &["optimization", "system"];
+/// kactors' prompt templates, which `templates:` may replace (templates/<name>.j2). `platform`
+/// is the platform guidance the prompts that ask for code include.
+pub const TEMPLATE_NAMES: &[&str] = &[
+    "system",
+    "platform",
+    "optimization",
+    "analysis",
+    "refinement",
+    "reflexion",
+];
 
 /// KernelAgent's template names: their files expect other variables, so they are not used.
 pub const KERNELAGENT_TEMPLATE_NAMES: &[&str] = &[
@@ -472,6 +483,10 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                     Some(reader.value(key, value, "memory, compute or underutilized")?)
             }
             "test_timeout_s" => config.test_timeout_s = Some(reader.seconds(key, value)?),
+            "max_refinements" => {
+                config.max_refinements =
+                    Some(reader.value(key, value, "a whole number (0 turns refinement off)")?)
+            }
             "templates" => {
                 for (name, value) in reader.mapping(key, value)? {
                     let name = reader.key_name(name, key)?;
@@ -646,6 +661,24 @@ mod tests {
             ComponentPlatform::Vendor(Vendor::Rocm)
         );
         assert_eq!(components["profiler"], ComponentPlatform::Noop);
+    }
+
+    #[test]
+    fn max_refinements_takes_a_whole_number_and_zero() {
+        let config = parse_config("r.yaml", "max_refinements: 0\n").unwrap();
+        assert_eq!(config.max_refinements, Some(0));
+        assert_eq!(
+            error_of("max_refinements: -1\n"),
+            "configs/test.yaml: invalid value for `max_refinements`: expected a whole number (0 turns refinement off), found `-1`"
+        );
+    }
+
+    #[test]
+    fn every_template_name_has_a_shipped_template() {
+        for name in TEMPLATE_NAMES {
+            let path = format!("{}/templates/{name}.j2", env!("CARGO_MANIFEST_DIR"));
+            assert!(std::path::Path::new(&path).is_file(), "{path}");
+        }
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::evaluator::{
 };
 use crate::noop::NoopEvaluatorFactory;
 use crate::nvidia::NcuProfiler;
-use crate::profiling::{DeviceEnv, ProfilerSetup};
+use crate::profiling::{DeviceEnv, PlatformProfiler, ProfilerSetup};
 use crate::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
 use crate::roofline::RooflineThresholds;
 
@@ -167,12 +167,35 @@ impl PreparedPlatform {
                     slots,
                     profiler,
                 } = *gpu;
-                let profiler =
-                    profiler.map(|plan| plan.build(&evaluator, &slots, watchdog.clone()));
+                let profiler = profiler.map(|plan| {
+                    let profiler: Rc<dyn KernelProfiler> =
+                        match plan.build(&evaluator, &slots, watchdog.clone()) {
+                            PlatformProfiler::Nvidia(ncu) => ncu,
+                            PlatformProfiler::Rocm(rocprof) => rocprof,
+                        };
+                    profiler
+                });
                 (
                     Rc::new(PythonEvaluatorFactory::new(evaluator, slots, watchdog)),
                     profiler,
                 )
+            }
+        }
+    }
+}
+
+impl PreparedPlatform {
+    /// The vendor's profiler alone, for `kactors profile`; None on noop or with `profiler: noop`.
+    pub fn profiler(self, watchdog: WatchdogClient) -> Option<PlatformProfiler> {
+        match self {
+            PreparedPlatform::Noop { .. } => None,
+            PreparedPlatform::Gpu(gpu) => {
+                let GpuPlatform {
+                    evaluator,
+                    slots,
+                    profiler,
+                } = *gpu;
+                profiler.map(|plan| plan.build(&evaluator, &slots, watchdog))
             }
         }
     }
@@ -184,7 +207,7 @@ impl ProfilerPlan {
         evaluator: &EvaluatorSetup,
         slots: &BTreeMap<DeviceId, DeviceSlot>,
         watchdog: WatchdogClient,
-    ) -> Rc<dyn KernelProfiler> {
+    ) -> PlatformProfiler {
         let pins = slots
             .iter()
             .map(|(device, slot)| {
@@ -213,9 +236,11 @@ impl ProfilerPlan {
             total_budget: PROFILE_TOTAL_BUDGET,
         };
         match self.vendor {
-            SelectedVendor::Rocm => Rc::new(RocprofProfiler::new(setup, self.rocprof)),
+            SelectedVendor::Rocm => {
+                PlatformProfiler::Rocm(Rc::new(RocprofProfiler::new(setup, self.rocprof)))
+            }
             SelectedVendor::Nvidia | SelectedVendor::Noop => {
-                Rc::new(NcuProfiler::new(setup, self.ncu_bin_path))
+                PlatformProfiler::Nvidia(Rc::new(NcuProfiler::new(setup, self.ncu_bin_path)))
             }
         }
     }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use actors::model::{
-    DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
+    DeviceId, KernelSource, Provenance, Reference, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
 use actors::ports::{DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, LocalFuture};
 
@@ -86,6 +86,14 @@ impl DeviceEvaluator for NoopEvaluator {
                 provenance: Provenance::Simulated,
             })
         })
+    }
+
+    fn time_reference(
+        &mut self,
+        _: Reference,
+        _: Duration,
+    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+        Box::pin(async { Ok(None) })
     }
 
     fn shutdown(&mut self) -> LocalFuture<'_, ()> {

@@ -31,6 +31,7 @@ pub struct PlainProgress;
 /// The plain progress line for a record, if it deserves one.
 pub fn plain_line(event: &Event) -> Option<String> {
     let step_name = |step: &Step| match step {
+        Step::Reference => "timing PyTorch eager and torch.compile, the references of",
         Step::Verify => "verifying",
         Step::Time => "timing",
         Step::Profile => "profiling",

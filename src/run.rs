@@ -229,12 +229,16 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
                 }
             }),
             profile_parents: settings.profiler_enabled && !simulated,
+            time_references: !simulated,
             max_refinements: settings.max_refinements,
         },
         initial_source: kernel.initial.clone(),
         max_inflight,
         kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
         restart_budget: RESTART_BUDGET,
+        stop_evaluator_during_profile: settings
+            .stop_evaluator_for_profile
+            .unwrap_or(vendor == SelectedVendor::Rocm),
     };
     let progress: Box<dyn ProgressSink> = if args.json {
         Box::new(JsonProgress)

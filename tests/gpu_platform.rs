@@ -161,6 +161,30 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
         std::fs::read_to_string(run.join("best_kernel.py")).unwrap(),
         "# standin: pass time_ms=1.25\ndef kernel_function(x):\n    return x - 0\n"
     );
+    let references: Vec<(String, f64)> = records
+        .iter()
+        .filter(|r| r["type"] == "reference_timed")
+        .map(|r| {
+            (
+                r["which"].as_str().unwrap().to_string(),
+                r["time_ms"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        references,
+        vec![("eager".to_string(), 3.0), ("compile".to_string(), 2.0)],
+        "timed once per run, by the evaluator"
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains("PyTorch eager: 3.0000 ms; torch.compile: 2.0000 ms"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| 1.60× | 2.40× |"),
+        "best 1.25 ms against compile 2.0 and eager 3.0: {report}"
+    );
     let verdicts: Vec<&Value> = records
         .iter()
         .filter(|r| r["type"] == "step_finished" && r["provenance"] == "measured")

@@ -9,9 +9,10 @@ use tokio::sync::watch;
 
 use crate::collector::{Collector, Record};
 use crate::journal::{Event, Step};
-use crate::model::{CandidateId, DeviceId, TimeOutcome, VerifyOutcome};
+use crate::model::{CandidateId, DeviceId, Reference, TimeOutcome, VerifyOutcome};
 use crate::ports::{
-    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, ProfileError, ProfileJob, ProfileSummary,
+    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, ProfileError, ProfileJob,
+    ProfileSummary, ReferenceTimes,
 };
 use crate::profiler::{Profiler, RunProfile};
 
@@ -38,16 +39,31 @@ pub struct Profile {
     pub round: u32,
 }
 
+/// Time PyTorch eager and torch.compile on this device, by the candidates' method.
+#[derive(Message)]
+#[rtype(result = "ReferenceTimes")]
+pub struct TimeReferences {
+    pub deadline: std::time::Duration,
+}
+
 /// End the device's children; answered once they are gone.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct ShutdownWorker;
 
+/// How a worker profiles: through the run's Profiler, and whether the device's evaluator must
+/// be stopped first (on ROCm another process on the GPU can make rocprofv3 fail).
+#[derive(Clone)]
+pub struct DeviceProfiling {
+    pub profiler: Addr<Profiler>,
+    pub stop_evaluator: bool,
+}
+
 pub struct GpuWorker {
     device: DeviceId,
     factory: Rc<dyn EvaluatorFactory>,
     evaluator: Option<Box<dyn DeviceEvaluator>>,
-    profiler: Option<Addr<Profiler>>,
+    profiling: Option<DeviceProfiling>,
     collector: Addr<Collector>,
     stop: watch::Receiver<bool>,
 }
@@ -56,7 +72,7 @@ impl GpuWorker {
     pub fn new(
         device: DeviceId,
         factory: Rc<dyn EvaluatorFactory>,
-        profiler: Option<Addr<Profiler>>,
+        profiling: Option<DeviceProfiling>,
         collector: Addr<Collector>,
         stop: watch::Receiver<bool>,
     ) -> Self {
@@ -64,7 +80,7 @@ impl GpuWorker {
             device,
             factory,
             evaluator: None,
-            profiler,
+            profiling,
             collector,
             stop,
         }
@@ -216,13 +232,25 @@ impl Handler<Profile> for GpuWorker {
             round: message.round,
             device: self.device,
         };
-        let profiler = self.profiler.clone();
+        let profiling = self.profiling.clone();
+        let evaluator = self.evaluator.take();
         let work = async move {
-            let Some(profiler) = profiler else {
-                return Err(ProfileError::Unavailable(
-                    "profiling is switched off for this run".into(),
-                ));
+            let Some(profiling) = profiling else {
+                return (
+                    evaluator,
+                    Err(ProfileError::Unavailable(
+                        "profiling is switched off for this run".into(),
+                    )),
+                );
             };
+            let mut evaluator = evaluator;
+            if profiling.stop_evaluator
+                && let Some(evaluator) = evaluator.as_mut()
+            {
+                // It starts again with the next verification.
+                evaluator.shutdown().await;
+            }
+            let profiler = profiling.profiler;
             log.started(Step::Profile);
             let result = profiler
                 .send(RunProfile(message.job))
@@ -236,9 +264,71 @@ impl Handler<Profile> for GpuWorker {
                 result.as_ref().ok().and_then(|p| p.duration_ms),
                 error,
             );
-            result
+            (evaluator, result)
         };
-        AtomicResponse::new(Box::pin(work.into_actor(self)))
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            |(evaluator, result), worker, _| {
+                worker.evaluator = evaluator;
+                result
+            },
+        )))
+    }
+}
+
+impl Handler<TimeReferences> for GpuWorker {
+    type Result = AtomicResponse<Self, ReferenceTimes>;
+
+    fn handle(&mut self, message: TimeReferences, _: &mut Context<Self>) -> Self::Result {
+        let mut evaluator = self.take_evaluator();
+        let log = StepLog {
+            collector: self.collector.clone(),
+            candidate: CandidateId::INITIAL,
+            parent: None,
+            round: 0,
+            device: self.device,
+        };
+        let stop = self.stop.clone();
+        let work = async move {
+            let mut times = ReferenceTimes::default();
+            let measure = async {
+                for which in [Reference::Eager, Reference::Compile] {
+                    log.started(Step::Reference);
+                    let outcome = evaluator.time_reference(which, message.deadline).await;
+                    let (time_ms, provenance, error) = match &outcome {
+                        Ok(Some(outcome)) => (
+                            Some(outcome.timing.median_ms),
+                            Some(outcome.provenance),
+                            None,
+                        ),
+                        Ok(None) => (None, None, None),
+                        Err(error) => (None, None, Some(error.to_string())),
+                    };
+                    log.finished(Step::Reference, provenance, None, time_ms, error.clone());
+                    log.collector.do_send(Record(Event::ReferenceTimed {
+                        device: log.device,
+                        which,
+                        time_ms,
+                        provenance,
+                        error,
+                    }));
+                    match which {
+                        Reference::Eager => times.eager_ms = time_ms,
+                        Reference::Compile => times.compile_ms = time_ms,
+                    }
+                }
+            };
+            tokio::select! {
+                () = measure => {}
+                () = stopped(stop) => {}
+            }
+            (evaluator, times)
+        };
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            |(evaluator, times), worker, _| {
+                worker.evaluator = Some(evaluator);
+                times
+            },
+        )))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::model::{CandidateId, DeviceId, Provenance, Verdict};
+use crate::model::{CandidateId, DeviceId, Provenance, Reference, Verdict};
 use crate::ports::{RequestKind, TokenUsage};
 
 pub const SCHEMA_VERSION: u32 = 1;
@@ -18,6 +18,8 @@ pub enum Step {
     Verify,
     Time,
     Profile,
+    /// Timing PyTorch eager or torch.compile.
+    Reference,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -175,6 +177,13 @@ pub enum Event {
         bottleneck: String,
         duration_ms: Option<f64>,
         details: serde_json::Value,
+    },
+    ReferenceTimed {
+        device: DeviceId,
+        which: Reference,
+        time_ms: Option<f64>,
+        provenance: Option<Provenance>,
+        error: Option<String>,
     },
     ProfilingStopped {
         reason: String,

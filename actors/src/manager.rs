@@ -16,7 +16,7 @@ use actix::prelude::*;
 
 use crate::analysis::{AnalyzedBottleneck, parse_bottlenecks, parse_lesson};
 use crate::collector::{Collector, PrepareCandidate, Record, WriteCandidateFile};
-use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile};
+use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
 use crate::journal::{BeamMember, Event, RunOutcome};
 use crate::llm_broker::{LlmBroker, Propose};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Verdict};
@@ -36,6 +36,9 @@ pub struct ManagerSettings {
     pub step_deadline: Duration,
     /// Profile each kernel once, when it first becomes a parent.
     pub profile_parents: bool,
+    /// Time PyTorch eager and torch.compile once per run (a platform that measures nothing,
+    /// noop, has no reference to give).
+    pub time_references: bool,
     /// How many more attempts a candidate that failed verification gets (max_refinements).
     pub max_refinements: u32,
 }
@@ -586,6 +589,9 @@ impl Manager {
             Resolution::Verified(kernel, _) => {
                 self.initial_ms = Some(kernel.time_ms);
                 self.beam = Some(Beam::new(kernel, self.settings.search.num_top_kernels));
+                if self.settings.time_references {
+                    self.time_references(ctx);
+                }
                 self.start_round(1, ctx);
             }
             Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
@@ -598,6 +604,21 @@ impl Manager {
                 unreachable!("the initial kernel is always evaluated")
             }
         }
+    }
+
+    /// PyTorch eager and torch.compile, timed once per run on the device that round 1's first
+    /// candidate will use (the initial kernel's device is busy with its profile), while round 1's
+    /// proposals are requested. Prompts carry the times once they are known.
+    fn time_references(&mut self, ctx: &mut Context<Self>) {
+        let worker = self.workers[&self.device_for(CandidateId(1))].clone();
+        // torch.compile's first call compiles: allow it several steps' time.
+        let deadline = self.settings.step_deadline * 4;
+        let times = worker.send(TimeReferences { deadline });
+        ctx.spawn(times.into_actor(self).map(|times, manager, _| {
+            if let Ok(times) = times {
+                manager.reference = times;
+            }
+        }));
     }
 
     fn start_round(&mut self, number: u32, ctx: &mut Context<Self>) {

@@ -122,6 +122,16 @@ pub struct RankedKernel {
     pub launched_kernels: Vec<String>,
 }
 
+/// PyTorch's own implementations of the problem, timed like the candidates for comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reference {
+    /// The problem's Model, run by PyTorch eagerly.
+    Eager,
+    /// The same Model under torch.compile.
+    Compile,
+}
+
 /// How long an evaluation step may take before the Watchdog ends it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepDeadline(pub Duration);

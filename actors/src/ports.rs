@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::analysis::AnalyzedBottleneck;
 use crate::journal::JournalRecord;
-use crate::model::{CandidateId, DeviceId, KernelSource, TimeOutcome, VerifyOutcome};
+use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
 
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
@@ -46,6 +46,13 @@ pub trait DeviceEvaluator {
         job: &'a EvalJob,
     ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>>;
     fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>>;
+    /// Times PyTorch's own implementation by the candidates' method. `None` where the platform
+    /// measures nothing (noop): a reference time is never made up.
+    fn time_reference(
+        &mut self,
+        which: Reference,
+        deadline: Duration,
+    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>>;
     /// Ends the device's child processes; called once, before the worker acknowledges shutdown.
     fn shutdown(&mut self) -> LocalFuture<'_, ()>;
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use crate::journal::{Event, JournalRecord, RunOutcome, Step};
-use crate::model::{CandidateId, DeviceId};
+use crate::model::{CandidateId, DeviceId, Reference};
 
 #[derive(Clone, Debug, Default)]
 struct RoundRow {
@@ -34,6 +34,8 @@ pub struct RunSummary {
     configuration: Vec<(String, String)>,
     simulated: bool,
     initial_ms: Option<f64>,
+    eager_ms: Option<f64>,
+    compile_ms: Option<f64>,
     rounds: BTreeMap<u32, RoundRow>,
     devices: BTreeMap<DeviceId, DeviceTime>,
     outcome: Option<(RunOutcome, String)>,
@@ -47,6 +49,15 @@ fn step_key(step: Step) -> &'static str {
         Step::Verify => "verify",
         Step::Time => "time",
         Step::Profile => "profile",
+        Step::Reference => "reference",
+    }
+}
+
+/// `baseline / best` as a speedup, or a dash when either was not measured.
+fn ratio(baseline_ms: Option<f64>, best_ms: Option<f64>) -> String {
+    match (baseline_ms, best_ms) {
+        (Some(baseline), Some(best)) if best > 0.0 => format!("{:.2}×", baseline / best),
+        _ => "–".into(),
     }
 }
 
@@ -151,6 +162,14 @@ impl RunSummary {
                 self.worker_deaths
                     .push(format!("device {device}{during}: {reason}"));
             }
+            Event::ReferenceTimed {
+                which,
+                time_ms: Some(ms),
+                ..
+            } => match which {
+                Reference::Eager => self.eager_ms = Some(*ms),
+                Reference::Compile => self.compile_ms = Some(*ms),
+            },
             Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
             Event::RunFinished {
                 outcome,
@@ -223,15 +242,17 @@ impl RunSummary {
         let _ = writeln!(out, "\n## Rounds\n");
         let _ = writeln!(
             out,
-            "| round | proposed | verified | failed | duplicates | best (ms) | speedup vs initial | failures |"
+            "| round | proposed | verified | failed | duplicates | best (ms) | speedup vs initial | vs PyTorch eager | vs torch.compile | failures |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         for (round, row) in &self.rounds {
             let best = match (row.best_ms, row.best_candidate) {
                 (Some(ms), Some(candidate)) => format!("{ms:.4} (candidate {candidate})"),
                 _ => "–".into(),
             };
             let speedup = self.speedup(row.best_ms);
+            let vs_eager = ratio(self.eager_ms, row.best_ms);
+            let vs_compile = ratio(self.compile_ms, row.best_ms);
             let failures = if row.failures.is_empty() {
                 "–".to_string()
             } else {
@@ -243,7 +264,7 @@ impl RunSummary {
             };
             let _ = writeln!(
                 out,
-                "| {round} | {} | {} | {} | {} | {best} | {speedup} | {failures} |",
+                "| {round} | {} | {} | {} | {} | {best} | {speedup} | {vs_eager} | {vs_compile} | {failures} |",
                 row.proposed, row.verified, row.failed, row.duplicates
             );
         }
@@ -263,6 +284,15 @@ impl RunSummary {
                 let _ = writeln!(out, "No kernel was verified.");
             }
         }
+        let reference = |ms: Option<f64>| {
+            ms.map_or_else(|| "not measured".to_string(), |ms| format!("{ms:.4} ms"))
+        };
+        let _ = writeln!(
+            out,
+            "\nPyTorch eager: {}; torch.compile: {} (timed by the candidates' method on one device).",
+            reference(self.eager_ms),
+            reference(self.compile_ms)
+        );
         let _ = writeln!(out, "\n## Devices\n");
         let _ = writeln!(out, "| device | name | busy fraction |");
         let _ = writeln!(out, "|---|---|---|");
@@ -283,9 +313,6 @@ impl RunSummary {
     }
 
     fn speedup(&self, best_ms: Option<f64>) -> String {
-        match (self.initial_ms, best_ms) {
-            (Some(initial), Some(best)) if best > 0.0 => format!("{:.2}×", initial / best),
-            _ => "–".into(),
-        }
+        ratio(self.initial_ms, best_ms)
     }
 }

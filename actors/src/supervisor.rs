@@ -15,7 +15,7 @@ use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
 use crate::collector::{Collector, FinishRun, Record};
-use crate::gpu_worker::{GpuWorker, ShutdownWorker};
+use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::LlmBroker;
 use crate::manager::{Manager, ManagerSettings, StartRun, StopRun};
@@ -54,6 +54,8 @@ pub struct RunPlan {
     pub kill_grace: Duration,
     /// Restarts allowed per device over the whole run.
     pub restart_budget: u32,
+    /// Stop a device's evaluator while its profiler runs (ROCm's default).
+    pub stop_evaluator_during_profile: bool,
 }
 
 /// How the run ended, for the binary's exit code.
@@ -140,7 +142,10 @@ impl Supervisor {
         GpuWorker::new(
             device,
             self.factory.clone().expect("workers start after the ports"),
-            self.profiler.clone(),
+            self.profiler.clone().map(|profiler| DeviceProfiling {
+                profiler,
+                stop_evaluator: self.plan.stop_evaluator_during_profile,
+            }),
             self.collector
                 .clone()
                 .expect("workers start after the collector"),

@@ -153,6 +153,28 @@ impl DeviceEvaluator for FakeEvaluator {
             })
         })
     }
+    fn time_reference(
+        &mut self,
+        which: actors::model::Reference,
+        _: Duration,
+    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+        let ms = match which {
+            actors::model::Reference::Eager => 9.0,
+            actors::model::Reference::Compile => 7.0,
+        };
+        Box::pin(async move {
+            Ok(Some(TimeOutcome {
+                timing: Timing {
+                    median_ms: ms,
+                    min_ms: ms,
+                    max_ms: ms,
+                    samples: 1,
+                },
+                provenance: Provenance::Measured,
+            }))
+        })
+    }
+
     fn shutdown(&mut self) -> LocalFuture<'_, ()> {
         Box::pin(async {})
     }
@@ -379,12 +401,14 @@ fn run_recorded(scenario: Scenario) -> Ran {
             devices,
             step_deadline: Duration::from_secs(5),
             profile_parents: false,
+            time_references: true,
             max_refinements: scenario.max_refinements,
         },
         initial_source: KernelSource::new(scenario.initial),
         max_inflight: 16,
         kill_grace: Duration::from_millis(10),
         restart_budget: 2,
+        stop_evaluator_during_profile: false,
     };
     let factory = FakeFactory {
         panicking_device: scenario.panicking_device,

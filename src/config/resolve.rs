@@ -75,6 +75,8 @@ pub struct RunSettings {
     pub noop_eval_s: f64,
     pub kill_grace_s: f64,
     pub gpu_wait_s: f64,
+    /// As configured; `None` takes the platform's default (true on ROCm).
+    pub stop_evaluator_for_profile: Option<bool>,
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
@@ -242,6 +244,7 @@ pub fn resolve(
         noop_eval_s: config.noop_eval_s.unwrap_or(0.05),
         kill_grace_s: config.kill_grace_s.unwrap_or(5.0),
         gpu_wait_s: config.gpu_wait_s.unwrap_or(0.0),
+        stop_evaluator_for_profile: config.stop_evaluator_for_profile,
         warnings: config.warnings.clone(),
     })
 }

@@ -135,6 +135,8 @@ pub struct ConfigFile {
     pub kill_grace_s: Option<f64>,
     /// How long to wait for a GPU that another kactors run holds; 0 fails at once.
     pub gpu_wait_s: Option<f64>,
+    /// Stop a device's evaluator while its profiler runs; default true on ROCm only.
+    pub stop_evaluator_for_profile: Option<bool>,
     pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
     pub warnings: Vec<String>,
@@ -165,6 +167,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "noop_eval_s",
     "kill_grace_s",
     "gpu_wait_s",
+    "stop_evaluator_for_profile",
     "base_url",
     "max_tokens",
     "temperature",
@@ -541,6 +544,10 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "noop_eval_s" => config.noop_eval_s = Some(reader.seconds(key, value)?),
             "kill_grace_s" => config.kill_grace_s = Some(reader.seconds(key, value)?),
             "gpu_wait_s" => config.gpu_wait_s = Some(reader.seconds(key, value)?),
+            "stop_evaluator_for_profile" => {
+                config.stop_evaluator_for_profile =
+                    Some(reader.value(key, value, "true or false")?)
+            }
             "base_url" => {
                 config.llm.base_url =
                     Some(reader.value(key, value, "a URL such as http://localhost:8000/v1")?)

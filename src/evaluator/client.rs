@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
-use actors::model::{DeviceId, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome};
+use actors::model::{DeviceId, Provenance, Reference, TimeOutcome, Timing, Verdict, VerifyOutcome};
 use actors::ports::{DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, GroupId, LocalFuture};
 use actors::watchdog::WatchdogClient;
 
@@ -281,26 +281,6 @@ impl PythonEvaluator {
     pub fn ready(&self) -> Option<&Ready> {
         self.session.as_ref().map(|s| &s.ready)
     }
-
-    /// PyTorch eager or torch.compile, timed by the same method as the candidates.
-    pub async fn time_reference(
-        &mut self,
-        which: ReferenceKind,
-        deadline: Duration,
-    ) -> Result<Timing, EvalError> {
-        let outcome = self
-            .call(
-                |id| Request::TimeReference {
-                    id,
-                    which,
-                    warmup: None,
-                    repeat: None,
-                },
-                deadline,
-            )
-            .await?;
-        timing_of(outcome)
-    }
 }
 
 impl DeviceEvaluator for PythonEvaluator {
@@ -371,6 +351,30 @@ impl DeviceEvaluator for PythonEvaluator {
                 timing,
                 provenance: Provenance::Measured,
             })
+        })
+    }
+
+    fn time_reference(
+        &mut self,
+        which: Reference,
+        deadline: Duration,
+    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+        Box::pin(async move {
+            let which = match which {
+                Reference::Eager => ReferenceKind::Eager,
+                Reference::Compile => ReferenceKind::Compile,
+            };
+            let request = |id| Request::TimeReference {
+                id,
+                which,
+                warmup: None,
+                repeat: None,
+            };
+            let timing = timing_of(self.call(request, deadline).await?)?;
+            Ok(Some(TimeOutcome {
+                timing,
+                provenance: Provenance::Measured,
+            }))
         })
     }
 

@@ -96,6 +96,10 @@ impl DeviceEvaluator for NoopEvaluator {
         Box::pin(async { Ok(None) })
     }
 
+    fn take_started(&mut self) -> Option<serde_json::Value> {
+        None
+    }
+
     fn shutdown(&mut self) -> LocalFuture<'_, ()> {
         Box::pin(async {})
     }

@@ -214,15 +214,31 @@ fn each_worker_pins_its_evaluator_to_its_own_gpu() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let log = std::fs::read_to_string(run.join("kactors.log")).unwrap();
-    let ready_line = |device: u32| {
-        log.lines()
-            .find(|l| l.contains("evaluator ready") && l.contains(&format!("device={device}")))
-            .unwrap_or_default()
-            .to_string()
-    };
-    assert!(ready_line(0).contains("GPU-aaaaaaaa"), "{log}");
-    assert!(ready_line(1).contains("GPU-bbbbbbbb"), "{log}");
+    let seen: Vec<(u64, String)> = journal(&run)
+        .iter()
+        .filter(|r| r["type"] == "evaluator_started")
+        .map(|r| {
+            (
+                r["device"].as_u64().unwrap(),
+                r["ready"]["device"]["uuid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        seen.contains(&(0, "GPU-aaaaaaaa-0000-0000-0000-000000000000".to_string())),
+        "{seen:?}"
+    );
+    assert!(
+        seen.contains(&(1, "GPU-bbbbbbbb-0000-0000-0000-000000000000".to_string())),
+        "{seen:?}"
+    );
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains(
+            "| 1 | NVIDIA H200 | Stand-in GPU GPU-bbbbbbbb-0000-0000-0000-000000000000 at unknown;"
+        ),
+        "{report}"
+    );
     for device in ["0", "1"] {
         assert!(
             run.join("devices")

@@ -118,6 +118,15 @@ impl StepLog {
         }));
     }
 
+    fn evaluator_started(&self, ready: Option<serde_json::Value>) {
+        if let Some(ready) = ready {
+            self.collector.do_send(Record(Event::EvaluatorStarted {
+                device: self.device,
+                ready,
+            }));
+        }
+    }
+
     fn verified(&self, outcome: &Result<VerifyOutcome, EvalError>) {
         let (provenance, verdict, error) = match outcome {
             Ok(outcome) => (
@@ -189,6 +198,7 @@ impl Handler<Evaluate> for GpuWorker {
                 let steps = async {
                     log.started(Step::Verify);
                     let verify = evaluator.verify(&job).await;
+                    log.evaluator_started(evaluator.take_started());
                     log.verified(&verify);
                     let passed = matches!(&verify, Ok(outcome) if outcome.verdict.passed());
                     if !passed {

@@ -178,6 +178,12 @@ pub enum Event {
         duration_ms: Option<f64>,
         details: serde_json::Value,
     },
+    /// An evaluator started on a device and described what it sees: the device under its pin
+    /// (name, UUID, PCI bus id) and its software versions.
+    EvaluatorStarted {
+        device: DeviceId,
+        ready: serde_json::Value,
+    },
     ReferenceTimed {
         device: DeviceId,
         which: Reference,

@@ -53,6 +53,9 @@ pub trait DeviceEvaluator {
         which: Reference,
         deadline: Duration,
     ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>>;
+    /// What a newly started evaluator reported about itself (the device it sees under its pin,
+    /// its versions), once per start; None when nothing started since the last call.
+    fn take_started(&mut self) -> Option<serde_json::Value>;
     /// Ends the device's child processes; called once, before the worker acknowledges shutdown.
     fn shutdown(&mut self) -> LocalFuture<'_, ()>;
 }

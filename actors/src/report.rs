@@ -22,6 +22,8 @@ struct RoundRow {
 #[derive(Clone, Debug, Default)]
 struct DeviceTime {
     name: String,
+    /// What the device's evaluator last said it sees: name, UUID, PCI bus id, versions.
+    seen: Option<String>,
     busy: Duration,
     open: BTreeMap<(CandidateId, &'static str), SystemTime>,
 }
@@ -170,6 +172,23 @@ impl RunSummary {
                 Reference::Eager => self.eager_ms = Some(*ms),
                 Reference::Compile => self.compile_ms = Some(*ms),
             },
+            Event::EvaluatorStarted { device, ready } => {
+                let text =
+                    |value: &serde_json::Value| value.as_str().unwrap_or("unknown").to_string();
+                let seen = &ready["device"];
+                let versions = &ready["versions"];
+                self.devices.entry(*device).or_default().seen = Some(format!(
+                    "{} {} at {}; torch {}, triton {}, CUDA {}, HIP {}, driver {}",
+                    text(&seen["name"]),
+                    text(&seen["uuid"]),
+                    text(&seen["pci_bus_id"]),
+                    text(&versions["torch"]),
+                    text(&versions["triton"]),
+                    text(&versions["cuda"]),
+                    text(&versions["hip"]),
+                    text(&versions["driver"]),
+                ));
+            }
             Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
             Event::RunFinished {
                 outcome,
@@ -294,11 +313,20 @@ impl RunSummary {
             reference(self.compile_ms)
         );
         let _ = writeln!(out, "\n## Devices\n");
-        let _ = writeln!(out, "| device | name | busy fraction |");
-        let _ = writeln!(out, "|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| device | name | seen by its evaluator | busy fraction |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|");
         for (device, fraction) in self.busy_fractions() {
-            let name = &self.devices[&device].name;
-            let _ = writeln!(out, "| {device} | {name} | {:.1}% |", fraction * 100.0);
+            let time = &self.devices[&device];
+            let seen = time.seen.as_deref().unwrap_or("–");
+            let _ = writeln!(
+                out,
+                "| {device} | {} | {seen} | {:.1}% |",
+                time.name,
+                fraction * 100.0
+            );
         }
         if !self.worker_deaths.is_empty() {
             let _ = writeln!(out, "\n## Worker restarts\n");

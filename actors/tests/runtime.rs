@@ -175,6 +175,9 @@ impl DeviceEvaluator for FakeEvaluator {
         })
     }
 
+    fn take_started(&mut self) -> Option<serde_json::Value> {
+        None
+    }
     fn shutdown(&mut self) -> LocalFuture<'_, ()> {
         Box::pin(async {})
     }

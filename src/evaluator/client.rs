@@ -93,6 +93,8 @@ pub struct PythonEvaluator {
     next_id: u64,
     /// A child that could not start (torch missing, problem.py broken) is not retried in a loop.
     startup_failure: Option<String>,
+    /// The ready message of a start not yet reported to the worker.
+    unreported_start: Option<serde_json::Value>,
 }
 
 fn log_tail(path: &std::path::Path) -> String {
@@ -116,6 +118,7 @@ impl PythonEvaluator {
             session: None,
             next_id: 0,
             startup_failure: None,
+            unreported_start: None,
         }
     }
 
@@ -189,6 +192,7 @@ impl PythonEvaluator {
         match startup {
             Startup::Ready(ready) => {
                 tracing::info!(device = %self.device, "evaluator ready: {line}");
+                self.unreported_start = serde_json::to_value(&*ready).ok();
                 Ok(Session {
                     child,
                     pipes,
@@ -376,6 +380,10 @@ impl DeviceEvaluator for PythonEvaluator {
                 provenance: Provenance::Measured,
             }))
         })
+    }
+
+    fn take_started(&mut self) -> Option<serde_json::Value> {
+        self.unreported_start.take()
     }
 
     fn shutdown(&mut self) -> LocalFuture<'_, ()> {

@@ -48,12 +48,8 @@ struct ProfilerPlan {
     rocprof: RocprofSettings,
     kill_grace: Duration,
     pass_deadline: Duration,
+    total_budget: Duration,
 }
-
-/// A profile's passes get generous deadlines: ncu replays each kernel once per metric pass, and
-/// rocprofv3 starts Python once per counter group.
-const PROFILE_PASS_DEADLINE: Duration = Duration::from_secs(300);
-const PROFILE_TOTAL_BUDGET: Duration = Duration::from_secs(900);
 
 fn write(path: &Path, contents: &str) -> std::io::Result<PathBuf> {
     std::fs::write(path, contents)?;
@@ -138,7 +134,8 @@ pub fn prepare(
             thresholds: RooflineThresholds::ROCM,
         },
         kill_grace: setup.kill_grace,
-        pass_deadline: PROFILE_PASS_DEADLINE,
+        pass_deadline: Duration::from_secs_f64(settings.profile_pass_timeout_s),
+        total_budget: Duration::from_secs_f64(settings.profile_budget_s),
     });
     Ok(PreparedPlatform::Gpu(Box::new(GpuPlatform {
         evaluator: setup,
@@ -233,7 +230,7 @@ impl ProfilerPlan {
             watchdog,
             kill_grace: self.kill_grace,
             pass_deadline: self.pass_deadline,
-            total_budget: PROFILE_TOTAL_BUDGET,
+            total_budget: self.total_budget,
         };
         match self.vendor {
             SelectedVendor::Rocm => {

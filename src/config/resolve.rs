@@ -77,6 +77,8 @@ pub struct RunSettings {
     pub gpu_wait_s: f64,
     /// As configured; `None` takes the platform's default (true on ROCm).
     pub stop_evaluator_for_profile: Option<bool>,
+    pub profile_pass_timeout_s: f64,
+    pub profile_budget_s: f64,
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
@@ -245,6 +247,10 @@ pub fn resolve(
         kill_grace_s: config.kill_grace_s.unwrap_or(5.0),
         gpu_wait_s: config.gpu_wait_s.unwrap_or(0.0),
         stop_evaluator_for_profile: config.stop_evaluator_for_profile,
+        // ncu replays each kernel once per metric pass, and rocprofv3 starts Python once per
+        // counter group: minutes, not seconds, for a large kernel.
+        profile_pass_timeout_s: config.profile_pass_timeout_s.unwrap_or(300.0),
+        profile_budget_s: config.profile_budget_s.unwrap_or(900.0),
         warnings: config.warnings.clone(),
     })
 }

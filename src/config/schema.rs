@@ -137,6 +137,10 @@ pub struct ConfigFile {
     pub gpu_wait_s: Option<f64>,
     /// Stop a device's evaluator while its profiler runs; default true on ROCm only.
     pub stop_evaluator_for_profile: Option<bool>,
+    /// The most one profiler invocation may take before the Watchdog ends it.
+    pub profile_pass_timeout_s: Option<f64>,
+    /// The most one whole profile may take, every pass and retry counted.
+    pub profile_budget_s: Option<f64>,
     pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
     pub warnings: Vec<String>,
@@ -168,6 +172,8 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "kill_grace_s",
     "gpu_wait_s",
     "stop_evaluator_for_profile",
+    "profile_pass_timeout_s",
+    "profile_budget_s",
     "base_url",
     "max_tokens",
     "temperature",
@@ -544,6 +550,10 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "noop_eval_s" => config.noop_eval_s = Some(reader.seconds(key, value)?),
             "kill_grace_s" => config.kill_grace_s = Some(reader.seconds(key, value)?),
             "gpu_wait_s" => config.gpu_wait_s = Some(reader.seconds(key, value)?),
+            "profile_pass_timeout_s" => {
+                config.profile_pass_timeout_s = Some(reader.seconds(key, value)?)
+            }
+            "profile_budget_s" => config.profile_budget_s = Some(reader.seconds(key, value)?),
             "stop_evaluator_for_profile" => {
                 config.stop_evaluator_for_profile =
                     Some(reader.value(key, value, "true or false")?)

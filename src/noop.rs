@@ -7,7 +7,11 @@ use std::time::Duration;
 use actors::model::{
     DeviceId, KernelSource, Provenance, Reference, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
-use actors::ports::{DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, LocalFuture};
+use std::path::Path;
+
+use actors::ports::{
+    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, LocalFuture, UserTestOutcome,
+};
 
 /// The simulated verdict and time of a source: a pure function of its text.
 pub fn simulate(source: &KernelSource) -> (Verdict, f64) {
@@ -93,6 +97,14 @@ impl DeviceEvaluator for NoopEvaluator {
         _: Reference,
         _: Duration,
     ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn run_user_test<'a>(
+        &'a mut self,
+        _: &'a Path,
+        _: Duration,
+    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
         Box::pin(async { Ok(None) })
     }
 

@@ -118,6 +118,19 @@ fn llm_provider(
     }
 }
 
+/// The user's files staged beside the best kernel at the end of a run: problem.py and test.py,
+/// as they are when the run starts (the kernel directory is never written to).
+fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
+    ["problem.py", "test.py"]
+        .into_iter()
+        .filter_map(|name| {
+            std::fs::read_to_string(kernel_dir.join(name))
+                .ok()
+                .map(|text| (name.to_string(), text))
+        })
+        .collect()
+}
+
 fn init_logging(run_root: &Path) {
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{EnvFilter, filter::LevelFilter, fmt};
@@ -230,6 +243,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
             }),
             profile_parents: settings.profiler_enabled && !simulated,
             time_references: !simulated,
+            final_files: final_files(&kernel.root),
             max_refinements: settings.max_refinements,
         },
         initial_source: kernel.initial.clone(),

@@ -124,6 +124,15 @@ impl RunStore for RunDirectory {
         write_atomically(&self.root.join("best_kernel.py"), source)
     }
 
+    fn prepare_folder(&mut self, name: &str, files: &[(String, String)]) -> io::Result<PathBuf> {
+        let folder = self.root.join(name);
+        fs::create_dir_all(&folder)?;
+        for (file, contents) in files {
+            fs::write(folder.join(file), contents)?;
+        }
+        Ok(folder)
+    }
+
     fn write_report(&mut self, markdown: &str) -> io::Result<()> {
         write_atomically(&self.root.join("report.md"), markdown)
     }

@@ -185,6 +185,26 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
         report.contains("| 1.60× | 2.40× |"),
         "best 1.25 ms against compile 2.0 and eager 3.0: {report}"
     );
+    let passes: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "final_timed" && r["candidate"] == 4)
+        .map(|r| r["pass"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        passes,
+        vec![1, 2],
+        "the best kernel re-timed twice in the finale"
+    );
+    let user_test = records
+        .iter()
+        .find(|r| r["type"] == "user_test_ran")
+        .expect("the user's test.py ran");
+    assert_eq!(user_test["passed"], true);
+    assert_eq!(
+        std::fs::read_to_string(run.join("final/kernel.py")).unwrap(),
+        std::fs::read_to_string(run.join("best_kernel.py")).unwrap()
+    );
+    assert!(run.join("final/problem.py").is_file() && run.join("final/test.py").is_file());
     let verdicts: Vec<&Value> = records
         .iter()
         .filter(|r| r["type"] == "step_finished" && r["provenance"] == "measured")

@@ -29,6 +29,14 @@ pub struct PrepareCandidate {
     pub files: Vec<(String, String)>,
 }
 
+/// Make `<run>/<name>/` with these files; answers its path.
+#[derive(Message)]
+#[rtype(result = "Result<PathBuf, String>")]
+pub struct PrepareFolder {
+    pub name: String,
+    pub files: Vec<(String, String)>,
+}
+
 /// Write a file into an existing candidate folder (results, analyses).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -55,6 +63,11 @@ enum Command {
         oneshot::Sender<Result<PathBuf, String>>,
     ),
     Write(CandidateId, String, String),
+    Folder(
+        String,
+        Vec<(String, String)>,
+        oneshot::Sender<Result<PathBuf, String>>,
+    ),
     Finish(
         JournalRecord,
         Option<String>,
@@ -126,6 +139,12 @@ fn write_records(
                     format!("failed to prepare the folder of candidate {candidate}: {error}")
                 }));
             }
+            Command::Folder(name, files, reply) => {
+                let result = store
+                    .prepare_folder(&name, &files)
+                    .map_err(|error| format!("failed to prepare {name}/: {error}"));
+                let _ = reply.send(result);
+            }
             Command::Write(candidate, name, contents) => {
                 let result = store.write_candidate_file(candidate, &name, &contents);
                 remember(
@@ -178,6 +197,22 @@ impl Handler<PrepareCandidate> for Collector {
         let _ = self
             .commands
             .send(Command::Prepare(message.candidate, message.files, reply));
+        Box::pin(async move {
+            answer
+                .await
+                .unwrap_or_else(|_| Err("the collector's writer thread is gone".into()))
+        })
+    }
+}
+
+impl Handler<PrepareFolder> for Collector {
+    type Result = ResponseFuture<Result<PathBuf, String>>;
+
+    fn handle(&mut self, message: PrepareFolder, _: &mut Context<Self>) -> Self::Result {
+        let (reply, answer) = oneshot::channel();
+        let _ = self
+            .commands
+            .send(Command::Folder(message.name, message.files, reply));
         Box::pin(async move {
             answer
                 .await

@@ -9,10 +9,10 @@ use tokio::sync::watch;
 
 use crate::collector::{Collector, Record};
 use crate::journal::{Event, Step};
-use crate::model::{CandidateId, DeviceId, Reference, TimeOutcome, VerifyOutcome};
+use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
 use crate::ports::{
     DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, ProfileError, ProfileJob,
-    ProfileSummary, ReferenceTimes,
+    ProfileSummary, ReferenceTimes, UserTestOutcome,
 };
 use crate::profiler::{Profiler, RunProfile};
 
@@ -43,6 +43,24 @@ pub struct Profile {
 #[derive(Message)]
 #[rtype(result = "ReferenceTimes")]
 pub struct TimeReferences {
+    pub deadline: std::time::Duration,
+}
+
+/// Time the given kernels and PyTorch's references again in one fresh evaluator, interleaved,
+/// twice: the figures a finished run's headline uses.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Finale {
+    /// (candidate, source, folder) of each kernel to time: the initial kernel and the final beam.
+    pub kernels: Vec<(CandidateId, KernelSource, std::path::PathBuf)>,
+    pub deadline: std::time::Duration,
+}
+
+/// Run the user's test.py in a folder where the best kernel is staged.
+#[derive(Message)]
+#[rtype(result = "Result<Option<UserTestOutcome>, EvalError>")]
+pub struct RunUserTest {
+    pub folder: std::path::PathBuf,
     pub deadline: std::time::Duration,
 }
 
@@ -337,6 +355,92 @@ impl Handler<TimeReferences> for GpuWorker {
             |(evaluator, times), worker, _| {
                 worker.evaluator = Some(evaluator);
                 times
+            },
+        )))
+    }
+}
+
+impl Handler<Finale> for GpuWorker {
+    type Result = AtomicResponse<Self, ()>;
+
+    fn handle(&mut self, message: Finale, _: &mut Context<Self>) -> Self::Result {
+        let previous = self.evaluator.take();
+        let mut fresh = self.factory.start(self.device);
+        let collector = self.collector.clone();
+        let work = async move {
+            if let Some(mut previous) = previous {
+                previous.shutdown().await;
+            }
+            let record =
+                |pass, candidate, reference, outcome: Result<Option<TimeOutcome>, EvalError>| {
+                    let (time_ms, provenance, error) = match outcome {
+                        Ok(Some(outcome)) => (
+                            Some(outcome.timing.median_ms),
+                            Some(outcome.provenance),
+                            None,
+                        ),
+                        Ok(None) => (None, None, None),
+                        Err(error) => (None, None, Some(error.to_string())),
+                    };
+                    collector.do_send(Record(Event::FinalTimed {
+                        pass,
+                        candidate,
+                        reference,
+                        time_ms,
+                        provenance,
+                        error,
+                    }));
+                };
+            for pass in 1..=2 {
+                for (candidate, source, folder) in &message.kernels {
+                    let job = EvalJob {
+                        candidate: *candidate,
+                        source: source.clone(),
+                        folder: folder.clone(),
+                        deadline: message.deadline,
+                    };
+                    // `time` uses the module its verification loaded, so each kernel is verified
+                    // again before it is timed; a kernel that no longer passes is reported.
+                    let outcome = match fresh.verify(&job).await {
+                        Ok(verified) if verified.verdict.passed() => {
+                            fresh.time(&job).await.map(Some)
+                        }
+                        Ok(verified) => Err(EvalError::Rejected(format!(
+                            "no longer passes: {:?}",
+                            verified.verdict
+                        ))),
+                        Err(error) => Err(error),
+                    };
+                    record(pass, Some(*candidate), None, outcome);
+                }
+                for which in [Reference::Eager, Reference::Compile] {
+                    let outcome = fresh.time_reference(which, message.deadline * 4).await;
+                    record(pass, None, Some(which), outcome);
+                }
+            }
+            fresh
+        };
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(|fresh, worker, _| {
+            worker.evaluator = Some(fresh);
+        })))
+    }
+}
+
+impl Handler<RunUserTest> for GpuWorker {
+    type Result = AtomicResponse<Self, Result<Option<UserTestOutcome>, EvalError>>;
+
+    fn handle(&mut self, message: RunUserTest, _: &mut Context<Self>) -> Self::Result {
+        let mut evaluator = self.take_evaluator();
+        let work = async move {
+            let outcome = evaluator
+                .run_user_test(&message.folder, message.deadline)
+                .await;
+            (evaluator, outcome)
+        };
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            |(evaluator, outcome), worker, _| {
+                worker.evaluator = Some(evaluator);
+                outcome
             },
         )))
     }

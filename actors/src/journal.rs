@@ -184,6 +184,24 @@ pub enum Event {
         device: DeviceId,
         ready: serde_json::Value,
     },
+    /// The end of a run that ended as planned: a kernel of the final beam, the initial kernel or
+    /// a PyTorch reference timed again in one fresh evaluator, interleaved, `pass` 1 and 2.
+    FinalTimed {
+        pass: u32,
+        candidate: Option<CandidateId>,
+        reference: Option<Reference>,
+        time_ms: Option<f64>,
+        provenance: Option<Provenance>,
+        error: Option<String>,
+    },
+    /// The user's test.py, run on the best kernel staged with problem.py and test.py.
+    UserTestRan {
+        folder: String,
+        passed: Option<bool>,
+        exit_code: Option<i32>,
+        log: Option<String>,
+        error: Option<String>,
+    },
     ReferenceTimed {
         device: DeviceId,
         which: Reference,

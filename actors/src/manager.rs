@@ -15,8 +15,10 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::analysis::{AnalyzedBottleneck, parse_bottlenecks, parse_lesson};
-use crate::collector::{Collector, PrepareCandidate, Record, WriteCandidateFile};
-use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
+use crate::collector::{Collector, PrepareCandidate, PrepareFolder, Record, WriteCandidateFile};
+use crate::gpu_worker::{
+    Evaluate, Evaluated, Finale, GpuWorker, Profile, RunUserTest, TimeReferences,
+};
 use crate::journal::{BeamMember, Event, RunOutcome};
 use crate::llm_broker::{LlmBroker, Propose};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Verdict};
@@ -41,6 +43,8 @@ pub struct ManagerSettings {
     pub time_references: bool,
     /// How many more attempts a candidate that failed verification gets (max_refinements).
     pub max_refinements: u32,
+    /// The user's files staged beside the best kernel for the final check (problem.py, test.py).
+    pub final_files: Vec<(String, String)>,
 }
 
 /// How many of the run's latest lessons an optimization prompt carries.
@@ -115,6 +119,7 @@ pub struct Manager {
     next_id: u64,
     beam: Option<Beam>,
     initial_ms: Option<f64>,
+    initial: Option<RankedKernel>,
     profiles: HashMap<CandidateId, Option<ProfileSummary>>,
     profiling: bool,
     /// Each parent's bottlenecks, asked for once; empty when the analysis named none.
@@ -153,6 +158,7 @@ impl Manager {
             next_id: 1,
             beam: None,
             initial_ms: None,
+            initial: None,
             profiles: HashMap::new(),
             profiling,
             analyses: HashMap::new(),
@@ -588,6 +594,7 @@ impl Manager {
         match resolution {
             Resolution::Verified(kernel, _) => {
                 self.initial_ms = Some(kernel.time_ms);
+                self.initial = Some(kernel.clone());
                 self.beam = Some(Beam::new(kernel, self.settings.search.num_top_kernels));
                 if self.settings.time_references {
                     self.time_references(ctx);
@@ -1110,11 +1117,142 @@ impl Manager {
         }
         self.finished = true;
         let best = self.beam.as_ref().map(|beam| beam.best().clone());
-        self.supervisor.do_send(RunDone {
+        let done = RunDone {
             outcome,
             reason,
-            best,
+            best: best.clone(),
             initial_ms: self.initial_ms,
+        };
+        match (outcome, best, &self.initial) {
+            (RunOutcome::Completed, Some(best), Some(initial)) => {
+                self.finale(done, best, initial.clone())
+            }
+            _ => self.supervisor.do_send(done),
+        }
+    }
+
+    /// The end of a run that ended as planned: the initial kernel, the final beam and PyTorch's
+    /// references timed again in one fresh evaluator, interleaved; the best kernel profiled if
+    /// it has no profile yet; the best kernel staged beside problem.py and test.py and the user's
+    /// own test run there. Then the Supervisor hears that the run is done.
+    fn finale(&mut self, done: RunDone, best: RankedKernel, initial: RankedKernel) {
+        let mut kernels = vec![(initial.id, initial.source)];
+        for member in self.beam.as_ref().map(Beam::members).unwrap_or_default() {
+            if kernels.iter().all(|(id, _)| *id != member.id) {
+                kernels.push((member.id, member.source.clone()));
+            }
+        }
+        let profile_best = self.profiling && !matches!(self.profiles.get(&best.id), Some(Some(_)));
+        let device = self.settings.devices[0];
+        let worker = self.workers[&device].clone();
+        let collector = self.collector.clone();
+        let supervisor = self.supervisor.clone();
+        let deadline = self.settings.step_deadline;
+        let mut staged = self.settings.final_files.clone();
+        staged.push(("kernel.py".to_string(), best.source.text().to_string()));
+        actix::spawn(async move {
+            let mut folders = Vec::new();
+            for (candidate, source) in kernels {
+                if let Ok(Ok(folder)) = collector
+                    .send(PrepareCandidate {
+                        candidate,
+                        files: Vec::new(),
+                    })
+                    .await
+                {
+                    folders.push((candidate, source, folder));
+                }
+            }
+            let _ = worker
+                .send(Finale {
+                    kernels: folders.clone(),
+                    deadline,
+                })
+                .await;
+            if profile_best
+                && let Some((candidate, source, folder)) =
+                    folders.iter().find(|(id, _, _)| *id == best.id)
+            {
+                let job = ProfileJob {
+                    candidate: *candidate,
+                    source: source.clone(),
+                    folder: folder.clone(),
+                    device,
+                    kernel_names: best.launched_kernels.clone(),
+                };
+                if let Ok(Ok(profile)) = worker.send(Profile { job, round: 0 }).await {
+                    collector.do_send(Record(Event::ProfileRecorded {
+                        candidate: *candidate,
+                        device,
+                        bottleneck: profile.bottleneck,
+                        duration_ms: profile.duration_ms,
+                        details: profile.details,
+                    }));
+                }
+            }
+            let event = match collector
+                .send(PrepareFolder {
+                    name: "final".into(),
+                    files: staged,
+                })
+                .await
+            {
+                Ok(Ok(folder)) => {
+                    let outcome = worker
+                        .send(RunUserTest {
+                            folder: folder.clone(),
+                            deadline,
+                        })
+                        .await;
+                    let folder = folder.display().to_string();
+                    match outcome {
+                        Ok(Ok(Some(test))) => Event::UserTestRan {
+                            folder,
+                            passed: Some(test.passed),
+                            exit_code: test.exit_code,
+                            log: Some(test.log.display().to_string()),
+                            error: None,
+                        },
+                        Ok(Ok(None)) => Event::UserTestRan {
+                            folder,
+                            passed: None,
+                            exit_code: None,
+                            log: None,
+                            error: None,
+                        },
+                        Ok(Err(error)) => Event::UserTestRan {
+                            folder,
+                            passed: None,
+                            exit_code: None,
+                            log: None,
+                            error: Some(error.to_string()),
+                        },
+                        Err(_) => Event::UserTestRan {
+                            folder,
+                            passed: None,
+                            exit_code: None,
+                            log: None,
+                            error: Some("the worker stopped".into()),
+                        },
+                    }
+                }
+                Ok(Err(error)) => Event::UserTestRan {
+                    folder: "final".into(),
+                    passed: None,
+                    exit_code: None,
+                    log: None,
+                    error: Some(error),
+                },
+                Err(_) => Event::UserTestRan {
+                    folder: "final".into(),
+                    passed: None,
+                    exit_code: None,
+                    log: None,
+                    error: Some("the collector is gone".into()),
+                },
+            };
+            collector.do_send(Record(event));
+            supervisor.do_send(done);
         });
     }
 }

@@ -4,7 +4,7 @@
 
 use std::future::Future;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::{Duration, SystemTime};
@@ -53,11 +53,26 @@ pub trait DeviceEvaluator {
         which: Reference,
         deadline: Duration,
     ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>>;
+    /// Runs the user's own test.py in `folder` (the best kernel staged there as kernel.py, beside
+    /// problem.py and test.py). `None` where the platform runs nothing (noop).
+    fn run_user_test<'a>(
+        &'a mut self,
+        folder: &'a Path,
+        deadline: Duration,
+    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>>;
     /// What a newly started evaluator reported about itself (the device it sees under its pin,
     /// its versions), once per start; None when nothing started since the last call.
     fn take_started(&mut self) -> Option<serde_json::Value>;
     /// Ends the device's child processes; called once, before the worker acknowledges shutdown.
     fn shutdown(&mut self) -> LocalFuture<'_, ()>;
+}
+
+/// How the user's own test.py judged the staged best kernel.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct UserTestOutcome {
+    pub passed: bool,
+    pub exit_code: Option<i32>,
+    pub log: PathBuf,
 }
 
 /// Makes a fresh evaluator for a device: at start and after a worker restart.
@@ -289,6 +304,8 @@ pub trait RunStore: Send {
         contents: &str,
     ) -> io::Result<()>;
     fn write_best_kernel(&mut self, source: &str) -> io::Result<()>;
+    /// Makes `<run>/<name>/` with these files and returns its path (the final check's folder).
+    fn prepare_folder(&mut self, name: &str, files: &[(String, String)]) -> io::Result<PathBuf>;
     fn write_report(&mut self, markdown: &str) -> io::Result<()>;
 }
 

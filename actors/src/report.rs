@@ -19,6 +19,14 @@ struct RoundRow {
     best_ms: Option<f64>,
 }
 
+/// What the finale timed: a kernel or one of PyTorch's references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum FinalSubject {
+    Kernel(CandidateId),
+    Eager,
+    Compile,
+}
+
 #[derive(Clone, Debug, Default)]
 struct DeviceTime {
     name: String,
@@ -38,6 +46,9 @@ pub struct RunSummary {
     initial_ms: Option<f64>,
     eager_ms: Option<f64>,
     compile_ms: Option<f64>,
+    /// The finale's figures by what was timed, one per pass; errors kept as text.
+    final_times: BTreeMap<FinalSubject, Vec<Result<f64, String>>>,
+    user_test: Option<String>,
     rounds: BTreeMap<u32, RoundRow>,
     devices: BTreeMap<DeviceId, DeviceTime>,
     outcome: Option<(RunOutcome, String)>,
@@ -172,6 +183,42 @@ impl RunSummary {
                 Reference::Eager => self.eager_ms = Some(*ms),
                 Reference::Compile => self.compile_ms = Some(*ms),
             },
+            Event::FinalTimed {
+                candidate,
+                reference,
+                time_ms,
+                error,
+                ..
+            } => {
+                let subject = match (candidate, reference) {
+                    (Some(candidate), _) => FinalSubject::Kernel(*candidate),
+                    (None, Some(Reference::Eager)) => FinalSubject::Eager,
+                    (None, Some(Reference::Compile)) => FinalSubject::Compile,
+                    (None, None) => return,
+                };
+                let figure = match (time_ms, error) {
+                    (Some(ms), _) => Ok(*ms),
+                    (None, Some(error)) => Err(table_cell(error)),
+                    (None, None) => Err("not measured".into()),
+                };
+                self.final_times.entry(subject).or_default().push(figure);
+            }
+            Event::UserTestRan {
+                folder,
+                passed,
+                exit_code,
+                error,
+                ..
+            } => {
+                self.user_test = Some(match (passed, error) {
+                    (Some(true), _) => format!("passed ({folder}/test.log)"),
+                    (Some(false), _) => {
+                        format!("FAILED with exit code {exit_code:?} ({folder}/test.log)")
+                    }
+                    (None, Some(error)) => format!("could not run: {error}"),
+                    (None, None) => "not run: the platform runs no Python".into(),
+                });
+            }
             Event::EvaluatorStarted { device, ready } => {
                 let text =
                     |value: &serde_json::Value| value.as_str().unwrap_or("unknown").to_string();
@@ -254,6 +301,7 @@ impl RunSummary {
                 self.wall_time().as_secs_f64()
             );
         }
+        self.render_final(&mut out);
         let _ = writeln!(out, "## Configuration\n");
         for (key, value) in &self.configuration {
             let _ = writeln!(out, "- {key}: {value}");
@@ -338,6 +386,63 @@ impl RunSummary {
             let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");
         }
         out
+    }
+
+    /// The headline: the finale's figures, re-timed in one fresh process, interleaved.
+    fn render_final(&self, out: &mut String) {
+        if self.final_times.is_empty() {
+            return;
+        }
+        let _ = writeln!(
+            out,
+            "## Headline: re-timed in one fresh evaluator, interleaved, two passes\n"
+        );
+        let _ = writeln!(out, "| timed | pass 1 (ms) | pass 2 (ms) |");
+        let _ = writeln!(out, "|---|---|---|");
+        for (subject, figures) in &self.final_times {
+            let name = match subject {
+                FinalSubject::Kernel(candidate) if *candidate == CandidateId::INITIAL => {
+                    "initial kernel".to_string()
+                }
+                FinalSubject::Kernel(candidate) => format!("candidate {candidate}"),
+                FinalSubject::Eager => "PyTorch eager".into(),
+                FinalSubject::Compile => "torch.compile".into(),
+            };
+            let cells: Vec<String> = figures
+                .iter()
+                .map(|figure| match figure {
+                    Ok(ms) => format!("{ms:.4}"),
+                    Err(error) => error.clone(),
+                })
+                .collect();
+            let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
+        }
+        let mean = |subject: FinalSubject| {
+            let figures: Vec<f64> = self
+                .final_times
+                .get(&subject)?
+                .iter()
+                .filter_map(|f| f.as_ref().ok().copied())
+                .collect();
+            (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
+        };
+        if let Some((best, _)) = self.best {
+            let best_ms = mean(FinalSubject::Kernel(best));
+            let _ = writeln!(
+                out,
+                "\nBest kernel (candidate {best}): {} vs the initial kernel, {} vs PyTorch eager, {} vs torch.compile (means of the two passes).",
+                ratio(mean(FinalSubject::Kernel(CandidateId::INITIAL)), best_ms),
+                ratio(mean(FinalSubject::Eager), best_ms),
+                ratio(mean(FinalSubject::Compile), best_ms)
+            );
+        }
+        if let Some(user_test) = &self.user_test {
+            let _ = writeln!(
+                out,
+                "\nThe user's test.py on the best kernel, staged in final/: {user_test}."
+            );
+        }
+        let _ = writeln!(out);
     }
 
     fn speedup(&self, best_ms: Option<f64>) -> String {

@@ -63,6 +63,9 @@ impl RunStore for MemoryStore {
     fn write_best_kernel(&mut self, _: &str) -> std::io::Result<()> {
         Ok(())
     }
+    fn prepare_folder(&mut self, name: &str, _: &[(String, String)]) -> std::io::Result<PathBuf> {
+        Ok(PathBuf::from(format!("/run/{name}")))
+    }
     fn write_report(&mut self, _: &str) -> std::io::Result<()> {
         Ok(())
     }
@@ -175,6 +178,13 @@ impl DeviceEvaluator for FakeEvaluator {
         })
     }
 
+    fn run_user_test<'a>(
+        &'a mut self,
+        _: &'a std::path::Path,
+        _: Duration,
+    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+        Box::pin(async { Ok(None) })
+    }
     fn take_started(&mut self) -> Option<serde_json::Value> {
         None
     }
@@ -406,6 +416,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             profile_parents: false,
             time_references: true,
             max_refinements: scenario.max_refinements,
+            final_files: Vec::new(),
         },
         initial_source: KernelSource::new(scenario.initial),
         max_inflight: 16,

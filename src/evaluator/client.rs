@@ -4,12 +4,14 @@
 //! hang costs the candidate at hand and the child; the next request starts a fresh one.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
 use actors::model::{DeviceId, Provenance, Reference, TimeOutcome, Timing, Verdict, VerifyOutcome};
-use actors::ports::{DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, GroupId, LocalFuture};
+use actors::ports::{
+    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, GroupId, LocalFuture, UserTestOutcome,
+};
 use actors::watchdog::WatchdogClient;
 
 use super::protocol::{
@@ -378,6 +380,47 @@ impl DeviceEvaluator for PythonEvaluator {
             Ok(Some(TimeOutcome {
                 timing,
                 provenance: Provenance::Measured,
+            }))
+        })
+    }
+
+    fn run_user_test<'a>(
+        &'a mut self,
+        folder: &'a Path,
+        deadline: Duration,
+    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+        Box::pin(async move {
+            let log = folder.join("test.log");
+            let spec = ChildSpec {
+                program: self.setup.python.clone(),
+                args: vec!["test.py".into()],
+                cwd: folder.to_path_buf(),
+                env: child_environment(std::env::vars_os(), &self.slot.set, &self.slot.unset),
+                log_path: log.clone(),
+                protocol: false,
+                label: format!("test.py on device {}", self.device),
+            };
+            let mut child = spawn(&spec).map_err(|error| EvalError::Start(error.to_string()))?;
+            let group = GroupId(child.group().id().as_raw());
+            let watch = self
+                .watchdog
+                .watch(group, deadline, spec.label.clone())
+                .await;
+            let status = child.wait().await;
+            let expired = match watch {
+                Some(watch) => self.watchdog.release(watch).await,
+                None => false,
+            };
+            if expired {
+                return Err(EvalError::TimedOut(deadline));
+            }
+            let status = status.map_err(|error| EvalError::Crashed {
+                reason: format!("failed to wait for test.py: {error}"),
+            })?;
+            Ok(Some(UserTestOutcome {
+                passed: status.success(),
+                exit_code: status.code(),
+                log,
             }))
         })
     }

@@ -27,6 +27,10 @@ pub enum Command {
     Strategies(StrategiesArgs),
     /// Show the GPUs a run with a strategy would use and the environment each worker's children get
     Devices(DevicesArgs),
+    /// Profile one kernel on one GPU with the strategy's profiler and print its roofline verdict
+    Profile(ProfileArgs),
+    /// Check that a run with the strategy can start: Python, torch, triton, GPUs, profiler, kernel directory
+    Check(CheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -89,6 +93,63 @@ pub struct DevicesArgs {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     pub gpus: Option<Vec<u32>>,
     /// Print one JSON object: {"vendor", "devices", "pins"}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The strategy whose platform and profiler settings (platform_kwargs) are used
+    #[arg(long, value_name = "NAME")]
+    pub strategy: String,
+    /// The kernel directory: problem.py builds the inputs the kernel is profiled on
+    #[arg(long, value_name = "DIR")]
+    pub kernel_dir: PathBuf,
+    /// The kernel to profile (default: the kernel directory's input.py)
+    #[arg(long, value_name = "FILE")]
+    pub kernel: Option<PathBuf>,
+    /// The device to profile on (nvidia-smi index on NVIDIA, HIP id on AMD); default: the first free one
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
+    /// The parent folder of the profile's own folder, profile-<timestamp>/
+    #[arg(long, value_name = "DIR", default_value = "runs")]
+    pub run_dir: PathBuf,
+    /// The Python interpreter that runs the profiled kernel (configuration key python)
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    /// The most one profiler invocation may take, in seconds (configuration key
+    /// profile_pass_timeout_s, default 300)
+    #[arg(long, value_name = "SECONDS")]
+    pub pass_timeout: Option<f64>,
+    /// The most the whole profile may take, every invocation counted, in seconds (configuration
+    /// key profile_budget_s, default 900)
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
+    /// Print one JSON object: {"ok", "platform", "device", "kernels", "duration_ms", "counters",
+    /// "metrics", "roofline", "instruction_mix", "passes", "error"}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The strategy whose platform, Python and profiler are checked
+    #[arg(long, value_name = "NAME")]
+    pub strategy: String,
+    /// Also check that this kernel directory is complete and its problem.py imports
+    #[arg(long, value_name = "DIR")]
+    pub kernel_dir: Option<PathBuf>,
+    /// Restrict the checked devices to these ids, as `kactors run --gpus` does, e.g. 0,2
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub gpus: Option<Vec<u32>>,
+    /// The Python interpreter to check (configuration key python; default python3 on PATH)
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
+    /// Print one JSON object: {"ok", "checks": [{"ok", "what", "fix"}]}
     #[arg(long)]
     pub json: bool,
 }

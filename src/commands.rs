@@ -29,6 +29,9 @@ pub enum CommandError {
     DeviceSelection(#[from] crate::devices::DeviceError),
     #[error("{0}")]
     Environment(String),
+    /// A command line that cannot be carried out as asked (`kactors profile` on noop).
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Runs a command and returns the process's exit code.
@@ -37,6 +40,8 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Run(args) => crate::run::run(args),
         Command::Strategies(args) => strategies(args).map(|()| exit::SUCCESS),
         Command::Devices(args) => devices(args).map(|()| exit::SUCCESS),
+        Command::Profile(args) => crate::profile_command::profile(args),
+        Command::Check(args) => Ok(crate::check::check(args)),
     };
     match result {
         Ok(code) => code,
@@ -47,7 +52,7 @@ pub fn execute(cli: Cli) -> i32 {
     }
 }
 
-fn platform_name(platform: Platform) -> &'static str {
+pub(crate) fn platform_name(platform: Platform) -> &'static str {
     match platform {
         Platform::Noop => "noop",
         Platform::Nvidia => "nvidia",

@@ -2,6 +2,7 @@
 //! configuration, kernel directories, the run directory, child processes, platforms (noop,
 //! NVIDIA, ROCm), LLM providers and prompts live here and implement the runtime's ports.
 
+pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -15,6 +16,7 @@ pub mod noop;
 pub mod nvidia;
 pub mod platform;
 pub mod process;
+pub mod profile_command;
 pub mod profiling;
 pub mod progress;
 pub mod prompts;

@@ -104,6 +104,20 @@ impl GpuWorker {
         }
     }
 
+    /// Runs `work`, which holds the evaluator for one atomic step, and takes the evaluator back
+    /// with the step's result.
+    fn give_back<R: 'static>(
+        &mut self,
+        work: impl std::future::Future<Output = (Box<dyn DeviceEvaluator>, R)> + 'static,
+    ) -> AtomicResponse<Self, R> {
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            |(evaluator, result), worker, _| {
+                worker.evaluator = Some(evaluator);
+                result
+            },
+        )))
+    }
+
     /// The evaluator leaves the actor for the duration of a step and comes back with its result;
     /// the atomic handler guarantees no other step wants it meanwhile.
     fn take_evaluator(&mut self) -> Box<dyn DeviceEvaluator> {
@@ -240,12 +254,7 @@ impl Handler<Evaluate> for GpuWorker {
             };
             (evaluator, outcome)
         };
-        AtomicResponse::new(Box::pin(work.into_actor(self).map(
-            |(evaluator, outcome), worker, _| {
-                worker.evaluator = Some(evaluator);
-                outcome
-            },
-        )))
+        self.give_back(work)
     }
 }
 
@@ -351,12 +360,7 @@ impl Handler<TimeReferences> for GpuWorker {
             }
             (evaluator, times)
         };
-        AtomicResponse::new(Box::pin(work.into_actor(self).map(
-            |(evaluator, times), worker, _| {
-                worker.evaluator = Some(evaluator);
-                times
-            },
-        )))
+        self.give_back(work)
     }
 }
 
@@ -437,12 +441,7 @@ impl Handler<RunUserTest> for GpuWorker {
                 .await;
             (evaluator, outcome)
         };
-        AtomicResponse::new(Box::pin(work.into_actor(self).map(
-            |(evaluator, outcome), worker, _| {
-                worker.evaluator = Some(evaluator);
-                outcome
-            },
-        )))
+        self.give_back(work)
     }
 }
 

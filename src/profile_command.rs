@@ -11,7 +11,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use actors::journal::format_utc_millis;
 use actors::model::DeviceId;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -207,22 +206,12 @@ fn lock_first_free(
     )))
 }
 
-/// `2026-12-02T10:35:44.123Z` as `20261202T103544Z`, as run folders are named.
-fn folder_stamp(now: SystemTime) -> String {
-    let full = format_utc_millis(now);
-    let digits: String = full[..19]
-        .chars()
-        .filter(|c| c.is_ascii_digit() || *c == 'T')
-        .collect();
-    format!("{digits}Z")
-}
-
 /// Makes `<parent>/profile-<timestamp>/` (`-2`, `-3`, ... when taken), absolute: the profiler's
 /// children run in folders of their own and get absolute paths.
 fn create_profile_folder(parent: &Path, now: SystemTime) -> io::Result<PathBuf> {
     let parent = std::path::absolute(parent)?;
     std::fs::create_dir_all(&parent)?;
-    let stem = format!("profile-{}", folder_stamp(now));
+    let stem = format!("profile-{}", crate::run_dir::folder_stamp(now));
     for attempt in 1..=1000 {
         let name = match attempt {
             1 => stem.clone(),

@@ -173,6 +173,21 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     for note in &devices.notes {
         eprintln!("kactors: {note}");
     }
+    let preflight = crate::check::preflight(&settings, &devices.selection, Some(&kernel.root));
+    for line in preflight.failures() {
+        eprintln!("kactors: {line}");
+    }
+    let stopping = preflight
+        .lines()
+        .iter()
+        .filter(|line| line.stops_a_run())
+        .count();
+    if stopping > 0 {
+        return Err(CommandError::Environment(format!(
+            "{stopping} preflight check(s) failed (the FAIL lines above); `kactors check --strategy {}` repeats them",
+            settings.strategy
+        )));
+    }
     let device_ids: Vec<DeviceId> = devices
         .selection
         .devices

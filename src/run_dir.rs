@@ -27,7 +27,7 @@ pub struct RunDirectory {
 }
 
 /// `2026-12-02T10:35:44.123Z` as `20261202T103544Z`: sortable and safe in a file name.
-fn folder_stamp(now: SystemTime) -> String {
+pub(crate) fn folder_stamp(now: SystemTime) -> String {
     let full = format_utc_millis(now);
     let digits: String = full[..19]
         .chars()

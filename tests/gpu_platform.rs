@@ -30,8 +30,11 @@ impl Node {
         write_executable(
             &bin.join("python-shim"),
             &format!(
-                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec python3 \"$@\";;\nesac\n",
-                standin.display()
+                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec '{}' \"$@\";;\nesac\n",
+                standin.display(),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/standin-python")
+                    .display()
             ),
         );
         let kernel = root.join("kernel");

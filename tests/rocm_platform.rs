@@ -80,6 +80,7 @@ fn run(node: &Path, mode: &str) -> (std::process::Output, Vec<Value>, PathBuf) {
         )
         .env("KACTORS_LOCK_DIR", node.join("locks"))
         .env("FAKE_ROCPROF_MODE", mode)
+        .env("STANDIN_TORCH_BUILD", "rocm")
         .env("FAKE_ROCPROF_PIDS_FILE", node.join("hung-pids"))
         .env_remove("CUDA_VISIBLE_DEVICES")
         .env_remove("HIP_VISIBLE_DEVICES")

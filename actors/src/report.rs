@@ -49,6 +49,9 @@ pub struct RunSummary {
     /// The finale's figures by what was timed, one per pass; errors kept as text.
     final_times: BTreeMap<FinalSubject, Vec<Result<f64, String>>>,
     user_test: Option<String>,
+    /// Each verified candidate's event-timed median, and the device time its profile measured.
+    event_times: BTreeMap<CandidateId, f64>,
+    profile_times: BTreeMap<CandidateId, f64>,
     rounds: BTreeMap<u32, RoundRow>,
     devices: BTreeMap<DeviceId, DeviceTime>,
     outcome: Option<(RunOutcome, String)>,
@@ -81,6 +84,24 @@ fn table_cell(text: &str) -> String {
 
 impl RunSummary {
     pub fn observe(&mut self, record: &JournalRecord) {
+        match &record.event {
+            Event::CandidateFinished {
+                candidate,
+                passed: true,
+                time_ms: Some(ms),
+                ..
+            } => {
+                self.event_times.insert(*candidate, *ms);
+            }
+            Event::ProfileRecorded {
+                candidate,
+                duration_ms: Some(ms),
+                ..
+            } => {
+                self.profile_times.insert(*candidate, *ms);
+            }
+            _ => {}
+        }
         match &record.event {
             Event::RunStarted {
                 strategy,
@@ -385,7 +406,42 @@ impl RunSummary {
         if let Some(note) = &self.profiling_note {
             let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");
         }
+        self.render_cross_check(&mut out);
         out
+    }
+
+    /// Each profiled kernel's event time against the device time its profiler measured for the
+    /// same call: more than 10% apart means one of the two did not measure the kernel's own work.
+    fn render_cross_check(&self, out: &mut String) {
+        let pairs: Vec<(CandidateId, f64, f64)> = self
+            .profile_times
+            .iter()
+            .filter_map(|(candidate, profiled)| {
+                Some((*candidate, *self.event_times.get(candidate)?, *profiled))
+            })
+            .collect();
+        if pairs.is_empty() {
+            return;
+        }
+        let _ = writeln!(out, "\n## Event time against the profiler's device time\n");
+        let _ = writeln!(
+            out,
+            "| candidate | event time (ms) | profiler (ms) | difference | |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|");
+        for (candidate, event, profiled) in pairs {
+            let difference = (event - profiled).abs() / profiled.max(f64::MIN_POSITIVE);
+            let flag = if difference > 0.10 {
+                "**flagged: more than 10% apart**"
+            } else {
+                "ok"
+            };
+            let _ = writeln!(
+                out,
+                "| {candidate} | {event:.4} | {profiled:.4} | {:.1}% | {flag} |",
+                difference * 100.0
+            );
+        }
     }
 
     /// The headline: the finale's figures, re-timed in one fresh process, interleaved.
@@ -447,5 +503,65 @@ impl RunSummary {
 
     fn speedup(&self, best_ms: Option<f64>) -> String {
         ratio(self.initial_ms, best_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::SystemTime;
+
+    use super::*;
+
+    fn record(event: Event) -> JournalRecord {
+        JournalRecord {
+            t: SystemTime::UNIX_EPOCH,
+            event,
+        }
+    }
+
+    fn finished(candidate: u64, ms: f64) -> Event {
+        Event::CandidateFinished {
+            candidate: CandidateId(candidate),
+            parent: None,
+            round: 1,
+            device: DeviceId(0),
+            passed: true,
+            time_ms: Some(ms),
+            reason: None,
+            simulated: false,
+            duplicate_of: None,
+        }
+    }
+
+    fn profiled(candidate: u64, ms: f64) -> Event {
+        Event::ProfileRecorded {
+            candidate: CandidateId(candidate),
+            device: DeviceId(0),
+            bottleneck: "memory".into(),
+            duration_ms: Some(ms),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    #[test]
+    fn an_event_time_more_than_ten_percent_from_the_profilers_is_flagged() {
+        let mut summary = RunSummary::default();
+        for event in [
+            finished(1, 1.05),
+            profiled(1, 1.00),
+            finished(2, 1.25),
+            profiled(2, 1.00),
+        ] {
+            summary.observe(&record(event));
+        }
+        let report = summary.render_markdown();
+        assert!(
+            report.contains("| 1 | 1.0500 | 1.0000 | 5.0% | ok |"),
+            "{report}"
+        );
+        assert!(
+            report.contains("| 2 | 1.2500 | 1.0000 | 25.0% | **flagged: more than 10% apart** |"),
+            "{report}"
+        );
     }
 }

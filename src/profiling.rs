@@ -288,6 +288,10 @@ impl ProfileOutcome {
             bottleneck: bottleneck_word(bottleneck).to_string(),
             analysis,
             duration_ms: report.duration_ms,
+            at_roofline: report
+                .roofline
+                .as_ref()
+                .is_some_and(|roofline| roofline.at_roofline),
             details: serde_json::to_value(&report)
                 .expect("a profile report is plain data and always serializes"),
         };

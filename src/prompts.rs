@@ -659,6 +659,7 @@ mod tests {
                 verdict.evidence
             ),
             duration_ms: Some(duration_ms),
+            at_roofline: verdict.at_roofline,
             details: serde_json::json!({
                 "ok": true,
                 "platform": platform,
@@ -1118,6 +1119,7 @@ mod tests {
             bottleneck: "memory".into(),
             analysis: "x".into(),
             duration_ms: None,
+            at_roofline: false,
             details: serde_json::json!({"metrics": [1, 2], "counters": "none"}),
         };
         assert_eq!(metric_sections("nvidia", &Some(profile.clone())), vec![]);

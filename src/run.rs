@@ -258,6 +258,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
             }),
             profile_parents: settings.profiler_enabled && !simulated,
             time_references: !simulated,
+            stop_at_roofline: settings.stop_at_roofline,
             final_files: final_files(&kernel.root),
             max_refinements: settings.max_refinements,
         },

@@ -43,6 +43,9 @@ pub struct ManagerSettings {
     pub time_references: bool,
     /// How many more attempts a candidate that failed verification gets (max_refinements).
     pub max_refinements: u32,
+    /// End the run when the best kernel's profile puts it at the roofline (stop_at_roofline; off
+    /// by default, and off on ROCm, where the review kept it off).
+    pub stop_at_roofline: bool,
     /// The user's files staged beside the best kernel for the final check (problem.py, test.py).
     pub final_files: Vec<(String, String)>,
 }
@@ -713,6 +716,17 @@ impl Manager {
                         duration_ms: profile.duration_ms,
                         details: profile.details.clone(),
                     });
+                    let is_best = manager
+                        .beam
+                        .as_ref()
+                        .is_some_and(|beam| beam.best().id == parent.id);
+                    if manager.settings.stop_at_roofline && profile.at_roofline && is_best {
+                        let reason = format!(
+                            "the best kernel (candidate {}) is at the roofline",
+                            parent.id
+                        );
+                        return manager.finish(RunOutcome::Completed, reason);
+                    }
                     Some(profile)
                 }
                 Err(ProfileError::Unavailable(reason)) => {

@@ -99,6 +99,9 @@ pub struct ProfileSummary {
     /// Sentences for the optimization prompt: the roofline verdict and its evidence.
     pub analysis: String,
     pub duration_ms: Option<f64>,
+    /// The roofline verdict says the kernel is at its roofline (efficiency at or above the
+    /// platform's threshold): proposals from it can hardly win.
+    pub at_roofline: bool,
     pub details: serde_json::Value,
 }
 

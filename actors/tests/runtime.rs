@@ -416,6 +416,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             profile_parents: false,
             time_references: true,
             max_refinements: scenario.max_refinements,
+            stop_at_roofline: false,
             final_files: Vec::new(),
         },
         initial_source: KernelSource::new(scenario.initial),

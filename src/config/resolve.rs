@@ -79,6 +79,9 @@ pub struct RunSettings {
     pub stop_evaluator_for_profile: Option<bool>,
     pub profile_pass_timeout_s: f64,
     pub profile_budget_s: f64,
+    /// Early stop at the roofline: off by default on every platform (the ROCm review kept it off
+    /// there); recorded in run.yaml either way.
+    pub stop_at_roofline: bool,
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
@@ -251,6 +254,7 @@ pub fn resolve(
         // counter group: minutes, not seconds, for a large kernel.
         profile_pass_timeout_s: config.profile_pass_timeout_s.unwrap_or(300.0),
         profile_budget_s: config.profile_budget_s.unwrap_or(900.0),
+        stop_at_roofline: config.stop_at_roofline.unwrap_or(false),
         warnings: config.warnings.clone(),
     })
 }
@@ -361,5 +365,18 @@ mod tests {
             run.templates["optimization"],
             PathBuf::from("/cfg/prompts/opt.j2")
         );
+    }
+
+    #[test]
+    fn early_stop_at_the_roofline_is_off_unless_asked_and_run_yaml_shows_it() {
+        let rocm = settings("platform: rocm\n", CliOverrides::default()).unwrap();
+        assert!(!rocm.stop_at_roofline);
+        assert!(rocm.to_yaml().contains("stop_at_roofline: false"));
+        let asked = settings(
+            "platform: nvidia\nstop_at_roofline: true\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        assert!(asked.stop_at_roofline);
     }
 }

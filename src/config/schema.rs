@@ -141,6 +141,8 @@ pub struct ConfigFile {
     pub profile_pass_timeout_s: Option<f64>,
     /// The most one whole profile may take, every pass and retry counted.
     pub profile_budget_s: Option<f64>,
+    /// End the run once the best kernel is at its roofline; off unless set.
+    pub stop_at_roofline: Option<bool>,
     pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
     pub warnings: Vec<String>,
@@ -174,6 +176,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "stop_evaluator_for_profile",
     "profile_pass_timeout_s",
     "profile_budget_s",
+    "stop_at_roofline",
     "base_url",
     "max_tokens",
     "temperature",
@@ -554,6 +557,9 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 config.profile_pass_timeout_s = Some(reader.seconds(key, value)?)
             }
             "profile_budget_s" => config.profile_budget_s = Some(reader.seconds(key, value)?),
+            "stop_at_roofline" => {
+                config.stop_at_roofline = Some(reader.value(key, value, "true or false")?)
+            }
             "stop_evaluator_for_profile" => {
                 config.stop_evaluator_for_profile =
                     Some(reader.value(key, value, "true or false")?)

@@ -709,6 +709,9 @@ class Evaluator:
         if not path.is_file():
             raise EvaluatorError(f"candidate {path} does not exist")
         self.candidates_loaded += 1
+        # Generated code is untrusted: whatever it writes by a relative path lands in its own
+        # folder of the run directory, never in the kernel directory or another candidate's.
+        os.chdir(path.parent)
         name = f"kactors_candidate_{self.candidates_loaded}"
         sys.modules.pop(f"kactors_candidate_{self.candidates_loaded - 1}", None)
         module = load_module(path, name)

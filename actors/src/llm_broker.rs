@@ -12,6 +12,12 @@ use crate::ports::{LlmError, LlmProvider, LlmReply, LlmRequest};
 #[rtype(result = "Result<LlmReply, LlmError>")]
 pub struct Propose(pub LlmRequest);
 
+/// Refuse new requests and stop; answered once the broker is closed. Requests in flight are
+/// dropped with it: the run is over.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CloseBroker;
+
 pub struct LlmBroker {
     provider: Rc<dyn LlmProvider>,
     in_flight: Rc<Semaphore>,
@@ -43,5 +49,14 @@ impl Handler<Propose> for LlmBroker {
                 .map_err(|_| LlmError::Failed("the broker is closed".into()))?;
             provider.complete(message.0).await
         })
+    }
+}
+
+impl Handler<CloseBroker> for LlmBroker {
+    type Result = ();
+
+    fn handle(&mut self, _: CloseBroker, ctx: &mut Context<Self>) {
+        self.in_flight.close();
+        ctx.stop();
     }
 }

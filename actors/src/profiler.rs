@@ -12,6 +12,12 @@ use crate::ports::{KernelProfiler, ProfileError, ProfileJob, ProfileSummary};
 #[rtype(result = "Result<ProfileSummary, ProfileError>")]
 pub struct RunProfile(pub ProfileJob);
 
+/// Stop; answered once stopped. A pass still running belongs to a worker that has already
+/// shut down, and the Watchdog ends its group next.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CloseProfiler;
+
 pub struct Profiler {
     backend: Rc<dyn KernelProfiler>,
 }
@@ -31,5 +37,13 @@ impl Handler<RunProfile> for Profiler {
 
     fn handle(&mut self, message: RunProfile, _: &mut Context<Self>) -> Self::Result {
         self.backend.clone().profile(message.0)
+    }
+}
+
+impl Handler<CloseProfiler> for Profiler {
+    type Result = ();
+
+    fn handle(&mut self, _: CloseProfiler, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }

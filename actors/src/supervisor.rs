@@ -1,6 +1,7 @@
 //! The Supervisor: starts every actor, restarts dead GpuWorkers within a budget, owns the
 //! response to SIGINT and SIGTERM, and shuts the run down in order: workers (and so their
-//! children), then the Watchdog, then the Collector, each acknowledging before the next.
+//! children), the Profiler and the LlmBroker, then the Watchdog, then the Collector, each
+//! acknowledging before the next.
 //!
 //! actix gives no supervision we can use here: a panic inside a handler kills that actor
 //! silently, and `Supervised` restarts only on `ctx.stop()`. A dead worker shows as a closed
@@ -17,14 +18,14 @@ use tokio::sync::{oneshot, watch};
 use crate::collector::{Collector, FinishRun, Record};
 use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
-use crate::llm_broker::LlmBroker;
+use crate::llm_broker::{CloseBroker, LlmBroker};
 use crate::manager::{Manager, ManagerSettings, StartRun, StopRun};
 use crate::model::{DeviceId, KernelSource, RankedKernel};
 use crate::ports::{
     Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
     PromptBuilder, RunStore,
 };
-use crate::profiler::Profiler;
+use crate::profiler::{CloseProfiler, Profiler};
 use crate::watchdog::{KillAll, TerminateAll, Watchdog, WatchdogClient};
 
 /// The record-keeping and signalling ports, needed before any other actor starts.
@@ -105,6 +106,7 @@ pub struct Supervisor {
     manager: Option<Addr<Manager>>,
     factory: Option<Rc<dyn EvaluatorFactory>>,
     profiler: Option<Addr<Profiler>>,
+    broker: Option<Addr<LlmBroker>>,
     workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
     restarts: BTreeMap<DeviceId, u32>,
     stop: watch::Sender<bool>,
@@ -130,6 +132,7 @@ impl Supervisor {
             manager: None,
             factory: None,
             profiler: None,
+            broker: None,
             workers: BTreeMap::new(),
             restarts: BTreeMap::new(),
             stop,
@@ -176,6 +179,7 @@ impl Actor for Supervisor {
             self.workers.insert(device, worker);
         }
         let broker = LlmBroker::new(ports.llm, self.plan.max_inflight).start();
+        self.broker = Some(broker.clone());
         let manager = Manager::new(
             self.plan.manager.clone(),
             ctx.address(),
@@ -260,10 +264,18 @@ impl Handler<RunDone> for Supervisor {
         let watchdog = self.watchdog.clone().expect("the run started");
         let collector = self.collector.clone().expect("the run started");
         let result = self.result.take();
+        let profiler = self.profiler.clone();
+        let broker = self.broker.clone();
         let shutdown = async move {
             for worker in workers {
                 // A worker that died has no children left to end: its evaluator was dropped.
                 let _ = worker.send(ShutdownWorker).await;
+            }
+            if let Some(profiler) = profiler {
+                let _ = profiler.send(CloseProfiler).await;
+            }
+            if let Some(broker) = broker {
+                let _ = broker.send(CloseBroker).await;
             }
             let _ = watchdog.send(KillAll).await;
             let event = Event::RunFinished {

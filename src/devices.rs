@@ -8,6 +8,7 @@ mod fake_tools;
 mod lock;
 mod masks;
 mod nvidia;
+mod provenance;
 mod rocm;
 mod select;
 mod specs;
@@ -19,5 +20,6 @@ pub use device::{
 pub use environment::HostEnvironment;
 pub use error::DeviceError;
 pub use lock::{DeviceLocks, GpuLock, LockedDevice, lock_devices};
+pub use provenance::{GpuState, gpu_state};
 pub use select::{DeviceRequest, PlatformRequest, select_devices};
 pub use specs::{GpuSpec, SpecMatch, Vendor, spec_by_name, spec_table};

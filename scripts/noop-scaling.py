@@ -1,7 +1,8 @@
 """Multi-device scaling on the noop platform (issue 7, the part the CPUs allow): the same work
 with 1, 2 and 4 simulated devices, the replay provider answering after 10 times a candidate's
-(simulated) evaluation time. Reports candidates evaluated per minute, each device's busy
-fraction, and whether two steps ever overlapped on one device, all from the journals.
+(simulated) evaluation time, in rounds mode and in steady search. Reports candidates evaluated
+per minute, each device's busy fraction, and whether two steps ever overlapped on one device,
+all from the journals.
 
 usage: python3 scripts/noop-scaling.py [KACTORS_BINARY]   (run from the repository root)
 """
@@ -44,17 +45,17 @@ def overlaps(spans):
     return found
 
 
-def measure(work, kernel, latency):
+def measure(work, kernel, latency, search):
     rows = []
     for devices in (1, 2, 4):
         config = work / "configs"
         config.mkdir(exist_ok=True)
         (config / "scaling.yaml").write_text(
-            "platform: noop\nprovider: replay\nstrategy: beam_search\nmax_rounds: 100\nmax_refinements: 0\n"
+            f"platform: noop\nprovider: replay\nstrategy: beam_search\nsearch: {search}\nmax_rounds: 100\nmax_refinements: 0\n"
             f"noop_eval_s: {EVAL_S}\nreplay_latency_s: {latency}\nnum_workers: {devices}\n"
             "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n"
         )
-        runs = work / f"runs-{latency}-{devices}"
+        runs = work / f"runs-{search}-{latency}-{devices}"
         subprocess.run(
             [binary, "run", "--strategy", "scaling", "--config-dir", str(config), "--kernel-dir", str(kernel), "--run-dir", str(runs)],
             check=True, stderr=subprocess.DEVNULL,
@@ -63,7 +64,8 @@ def measure(work, kernel, latency):
         records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
         evaluated = [r for r in records if r["type"] == "candidate_finished" and r["candidate"] != 0 and r.get("duplicate_of") is None]
         # The search itself: from round 1's start to the last round's end (the finale after it
-        # re-times on one device and is the same work whatever the device count).
+        # re-times on one device and is the same work whatever the device count). Steady
+        # search's rounds are virtual, N x M candidates each, with the same records.
         begin = min(stamp(r["t"]) for r in records if r["type"] == "round_started")
         end = max(stamp(r["t"]) for r in records if r["type"] == "round_finished")
         wall = end - begin
@@ -74,7 +76,7 @@ def measure(work, kernel, latency):
         }
         rows.append((devices, len(evaluated), wall, 60 * len(evaluated) / wall, busy, overlaps(spans)))
     base = rows[0][3]
-    print(f"\nreplay latency {latency} s, evaluation {EVAL_S} s (simulated), {CANDIDATES} replayed candidates, beam 2 x 4, rounds mode\n")
+    print(f"\nreplay latency {latency} s, evaluation {EVAL_S} s (simulated), {CANDIDATES} replayed candidates, beam 2 x 4, search: {search}\n")
     print("| devices | candidates | wall (s) | candidates/min | vs 1 device | busy fraction per device | overlapping steps on a device |")
     print("|---|---|---|---|---|---|---|")
     for devices, count, wall, rate, busy, overlapping in rows:
@@ -91,4 +93,5 @@ with tempfile.TemporaryDirectory() as work:
     for i in range(CANDIDATES):
         (kernel / "candidates" / f"{i:03}.py").write_text(f"def kernel_function(x):\n    return x  # variant {i}\n")
     for latency in (10 * EVAL_S, 0.0):
-        measure(work, kernel, latency)
+        for search in ("rounds", "steady"):
+            measure(work, kernel, latency, search)

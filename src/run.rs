@@ -249,6 +249,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         started,
         manager: ManagerSettings {
             search,
+            pacing: settings.pacing(max_inflight),
             devices: device_ids,
             step_deadline: settings.test_timeout(match vendor {
                 SelectedVendor::Rocm => Some(crate::config::Vendor::Rocm),

@@ -2,13 +2,19 @@
 //! broker caps them), each candidate is evaluated as soon as its proposal arrives, and the round
 //! closes when its last candidate is resolved. It never touches a device itself: GpuWorkers do.
 //!
+//! In steady search there are no rounds to wait for: up to max_inflight proposals are always
+//! being asked for, the next candidate is planned as soon as a proposal is answered or a
+//! candidate resolved, each candidate goes to the first free device when its proposal arrives,
+//! and the beam takes each verified result as it comes. Rounds remain as a numbering (N × M
+//! candidates each) for the journal and the report.
+//!
 //! Around each proposal: a kernel that first becomes a parent is profiled (when profiling is on)
 //! and analysed once, and its proposals each take a different bottleneck of that analysis; a
 //! candidate that fails verification is refined as the same candidate, at most
 //! `max_refinements` times; every evaluated candidate gets a reflexion, off the round's critical
 //! path, whose lesson later optimization prompts carry.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,12 +33,16 @@ use crate::ports::{
     ProfileJob, ProfileSummary, PromptBuilder, ProposalContext, ReferenceTimes, RefinementContext,
     ReflexionContext, RenderedPrompt, RequestKind,
 };
-use crate::search::{Beam, PlannedCandidate, SearchKind, SearchSettings, plan_round};
+use crate::search::{
+    Beam, Pacing, PlannedCandidate, SearchKind, SearchSettings, SteadyPlan, first_free_device,
+    plan_round, virtual_round,
+};
 use crate::supervisor::{RestartWorker, RunDone, Supervisor};
 
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
     pub search: SearchSettings,
+    pub pacing: Pacing,
     pub devices: Vec<DeviceId>,
     /// The deadline of each verification or timing step (test_timeout_s).
     pub step_deadline: Duration,
@@ -102,6 +112,8 @@ struct Refining {
 
 #[derive(Default)]
 struct RoundState {
+    /// Candidates of the round planned so far (steady search plans them one at a time).
+    planned: u32,
     number: u32,
     outstanding: usize,
     results: Vec<RankedKernel>,
@@ -110,6 +122,45 @@ struct RoundState {
     failed: u32,
     duplicates: u32,
     failures: Vec<String>,
+}
+
+impl RoundState {
+    /// Counts a candidate that ended; the verified kernel itself goes to the beam elsewhere.
+    fn count(&mut self, id: CandidateId, resolution: &Resolution) {
+        self.outstanding -= 1;
+        match resolution {
+            Resolution::Verified(..) => {
+                self.proposed += 1;
+                self.verified += 1;
+            }
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
+                self.proposed += 1;
+                self.failed += 1;
+                self.failures.push(format!("{id}: {reason}"));
+            }
+            Resolution::Duplicate(_) => {
+                self.proposed += 1;
+                self.duplicates += 1;
+            }
+            Resolution::NotProposed => {}
+        }
+    }
+}
+
+/// A steady search in progress.
+struct Steady {
+    max_inflight: usize,
+    plan: SteadyPlan,
+    /// Candidates planned whose first proposal is not answered yet.
+    asking: HashSet<CandidateId>,
+    /// Candidates planned and not resolved.
+    unresolved: usize,
+    /// The virtual rounds started and not finished, oldest first.
+    rounds: BTreeMap<u32, RoundState>,
+    /// The best time when the latest virtual round finished, to tell whether the next improved.
+    best_at_round_end_ms: f64,
+    /// Why no more candidates are planned though the plan has more (greedy's patience ran out).
+    stopped: Option<String>,
 }
 
 pub struct Manager {
@@ -135,7 +186,17 @@ pub struct Manager {
     /// reports them to the Manager, which no evaluator does yet.
     reference: ReferenceTimes,
     evaluated_sources: HashMap<KernelSource, CandidateId>,
+    /// Every verified kernel's time, for reflexions on a parent that has left the beam since.
+    verified_ms: HashMap<CandidateId, f64>,
+    /// Evaluations queued or running on each device, for steady search's first free device.
+    device_load: BTreeMap<DeviceId, usize>,
+    /// Candidates waiting for their parent's profile and analysis, each with its round; a parent
+    /// here is being profiled or analysed and is not asked about again.
+    preparing: HashMap<CandidateId, Vec<(PlannedCandidate, u32)>>,
+    /// Parents whose profile or analysis is in flight: never asked about twice.
+    pending_parents: HashSet<CandidateId>,
     round: RoundState,
+    steady: Option<Steady>,
     exhausted: bool,
     budget_reached: Option<String>,
     finished: bool,
@@ -151,6 +212,7 @@ impl Manager {
         prompts: Rc<dyn PromptBuilder>,
     ) -> Self {
         let profiling = settings.profile_parents;
+        let device_load = settings.devices.iter().map(|device| (*device, 0)).collect();
         Manager {
             settings,
             supervisor,
@@ -169,7 +231,12 @@ impl Manager {
             previous_errors: HashMap::new(),
             reference: ReferenceTimes::default(),
             evaluated_sources: HashMap::new(),
+            verified_ms: HashMap::new(),
+            device_load,
+            preparing: HashMap::new(),
+            pending_parents: HashSet::new(),
             round: RoundState::default(),
+            steady: None,
             exhausted: false,
             budget_reached: None,
             finished: false,
@@ -198,6 +265,7 @@ impl Manager {
             return;
         }
         self.evaluated_sources.insert(source.clone(), slot.id);
+        *self.device_load.entry(slot.device).or_insert(0) += 1;
         let collector = self.collector.clone();
         let worker = self.workers[&slot.device].clone();
         let deadline = self.settings.step_deadline;
@@ -227,19 +295,30 @@ impl Manager {
                     .map_err(|_| worker),
             )
         };
-        ctx.spawn(
-            work.into_actor(self)
-                .map(move |result, manager, ctx| match result {
-                    Err(reason) => manager.resolve(slot, Resolution::Failed(reason), ctx),
-                    Ok(Ok(evaluated)) => {
-                        let resolution = resolution_of(slot.id, &source, evaluated);
-                        manager.resolve(slot, resolution, ctx);
-                    }
-                    Ok(Err(dead_worker)) => {
-                        manager.worker_died(slot, source, attempt, dead_worker, ctx)
-                    }
-                }),
-        );
+        ctx.spawn(work.into_actor(self).map(move |result, manager, ctx| {
+            if let Some(load) = manager.device_load.get_mut(&slot.device) {
+                *load = load.saturating_sub(1);
+            }
+            manager.evaluated(slot, source, attempt, result, ctx)
+        }));
+    }
+
+    fn evaluated(
+        &mut self,
+        slot: Slot,
+        source: KernelSource,
+        attempt: u32,
+        result: Result<Result<Evaluated, Addr<GpuWorker>>, String>,
+        ctx: &mut Context<Self>,
+    ) {
+        match result {
+            Err(reason) => self.resolve(slot, Resolution::Failed(reason), ctx),
+            Ok(Ok(evaluated)) => {
+                let resolution = resolution_of(slot.id, &source, evaluated);
+                self.resolve(slot, resolution, ctx);
+            }
+            Ok(Err(dead_worker)) => self.worker_died(slot, source, attempt, dead_worker, ctx),
+        }
     }
 
     fn worker_died(
@@ -341,6 +420,9 @@ impl Manager {
                 duplicate_of,
             });
         }
+        if let Resolution::Verified(kernel, _) = &resolution {
+            self.verified_ms.insert(kernel.id, kernel.time_ms);
+        }
         let Some(parent) = slot.parent else {
             return self.initial_resolved(resolution, ctx);
         };
@@ -364,27 +446,150 @@ impl Manager {
             }
             Resolution::Duplicate(_) | Resolution::NotProposed => {}
         }
-        let round = &mut self.round;
-        round.outstanding -= 1;
-        match resolution {
-            Resolution::Verified(kernel, _) => {
-                round.proposed += 1;
-                round.verified += 1;
-                round.results.push(kernel);
-            }
-            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
-                round.proposed += 1;
-                round.failed += 1;
-                round.failures.push(format!("{}: {reason}", slot.id));
-            }
-            Resolution::Duplicate(_) => {
-                round.proposed += 1;
-                round.duplicates += 1;
-            }
-            Resolution::NotProposed => {}
+        if self.steady.is_some() {
+            return self.steady_resolved(slot, resolution, ctx);
         }
-        if round.outstanding == 0 {
+        self.round.count(slot.id, &resolution);
+        if let Resolution::Verified(kernel, _) = resolution {
+            self.round.results.push(kernel);
+        }
+        if self.round.outstanding == 0 {
             self.finish_round(ctx);
+        }
+    }
+
+    /// Steady search: the beam takes a verified kernel at once, the candidate's virtual round
+    /// counts it, and the pipeline moves on.
+    fn steady_resolved(&mut self, slot: Slot, resolution: Resolution, ctx: &mut Context<Self>) {
+        let steady = self.steady.as_mut().expect("a steady search is running");
+        steady.asking.remove(&slot.id);
+        steady.unresolved -= 1;
+        if let Some(round) = steady.rounds.get_mut(&slot.round) {
+            round.count(slot.id, &resolution);
+        }
+        if let Resolution::Verified(kernel, _) = resolution {
+            self.beam
+                .as_mut()
+                .expect("the search runs with a beam")
+                .admit(kernel);
+        }
+        self.advance_steady(ctx);
+    }
+
+    /// Whether a steady search may plan another candidate at all: the plan has more, the
+    /// provider can still propose, and nothing decided to stop.
+    fn can_plan(&self) -> bool {
+        let Some(steady) = &self.steady else {
+            return false;
+        };
+        !self.finished && !self.llm_closed() && steady.stopped.is_none() && !steady.plan.complete()
+    }
+
+    /// Whether a steady search has room for another candidate now: fewer than max_inflight
+    /// proposals are being asked for, and fewer than max_inflight plus one per device are
+    /// unresolved, so that a fast LLM does not propose the whole run from the initial kernel
+    /// while the devices work through a queue.
+    fn has_room(&self) -> bool {
+        self.steady.as_ref().is_some_and(|steady| {
+            steady.asking.len() < steady.max_inflight
+                && steady.unresolved < steady.max_inflight + self.settings.devices.len()
+        })
+    }
+
+    /// Plans candidates while there is room, closes the virtual rounds that are done, and ends
+    /// the search once nothing more will be planned and nothing is pending.
+    fn advance_steady(&mut self, ctx: &mut Context<Self>) {
+        self.close_steady_rounds();
+        while self.can_plan() && self.has_room() {
+            self.plan_steady_candidate(ctx);
+        }
+        if self.finished {
+            return;
+        }
+        self.close_steady_rounds();
+        let Some(steady) = &self.steady else {
+            return;
+        };
+        if steady.unresolved > 0 || self.can_plan() {
+            return;
+        }
+        let reason = if self.exhausted {
+            "the llm provider has no more proposals".to_string()
+        } else if let Some(reason) = self.budget_reached.clone() {
+            reason
+        } else if let Some(reason) = steady.stopped.clone() {
+            reason
+        } else {
+            format!("max_rounds ({}) reached", self.settings.search.max_rounds)
+        };
+        self.finish(RunOutcome::Completed, reason);
+    }
+
+    fn plan_steady_candidate(&mut self, ctx: &mut Context<Self>) {
+        let device = first_free_device(&self.device_load);
+        let beam = self.beam.as_ref().expect("the search runs with a beam");
+        let parents: Vec<CandidateId> = beam.members().iter().map(|k| k.id).collect();
+        let steady = self.steady.as_mut().expect("a steady search is running");
+        let Some(planned) = steady.plan.next(&parents, device) else {
+            return;
+        };
+        let parent = beam
+            .members()
+            .iter()
+            .find(|member| member.id == planned.parent)
+            .cloned()
+            .expect("the plan takes parents from the beam");
+        let round = virtual_round(planned.id, &self.settings.search);
+        steady.asking.insert(planned.id);
+        steady.unresolved += 1;
+        let started = !steady.rounds.contains_key(&round);
+        let state = steady.rounds.entry(round).or_insert_with(|| RoundState {
+            number: round,
+            ..RoundState::default()
+        });
+        state.planned += 1;
+        state.outstanding += 1;
+        if started {
+            self.record(Event::RoundStarted { round, parents });
+        }
+        self.preparing
+            .entry(parent.id)
+            .or_default()
+            .push((planned, round));
+        self.prepare_parent(parent, round, ctx);
+    }
+
+    /// Finishes the oldest virtual rounds whose candidates are all planned (or will not be) and
+    /// resolved, in order, so that round_finished records come as in rounds mode.
+    fn close_steady_rounds(&mut self) {
+        let per_round = self.settings.search.candidates_per_round();
+        loop {
+            let can_plan = self.can_plan();
+            let Some(steady) = self.steady.as_mut() else {
+                return;
+            };
+            let Some(entry) = steady.rounds.first_entry() else {
+                return;
+            };
+            let round = entry.get();
+            if round.outstanding > 0 || (round.planned < per_round && can_plan) {
+                return;
+            }
+            let round = entry.remove();
+            let beam = self.beam.as_mut().expect("the search runs with a beam");
+            beam.end_round(steady.best_at_round_end_ms);
+            steady.best_at_round_end_ms = beam.best().time_ms;
+            let stale_rounds = beam.rounds_without_improvement();
+            let search = self.settings.search;
+            if search.kind == SearchKind::Greedy
+                && search
+                    .max_no_improvement
+                    .is_some_and(|limit| stale_rounds >= limit)
+                && steady.stopped.is_none()
+            {
+                steady.stopped = Some(format!("no faster kernel in {stale_rounds} rounds"));
+            }
+            self.record_round_end(&round);
         }
     }
 
@@ -416,14 +621,6 @@ impl Manager {
             .get(&parent)?
             .get(slot.proposal_index as usize)
             .cloned()
-    }
-
-    fn parent_kernel(&self, id: CandidateId) -> Option<&RankedKernel> {
-        self.beam
-            .as_ref()?
-            .members()
-            .iter()
-            .find(|member| member.id == id)
     }
 
     /// Asks for another attempt at a candidate that failed verification; the new code is
@@ -494,7 +691,7 @@ impl Manager {
         if self.llm_closed() {
             return;
         }
-        let Some(parent_time_ms) = self.parent_kernel(parent).map(|kernel| kernel.time_ms) else {
+        let Some(parent_time_ms) = self.verified_ms.get(&parent).copied() else {
             return;
         };
         let bottleneck = self.bottleneck_of(&slot);
@@ -598,11 +795,26 @@ impl Manager {
             Resolution::Verified(kernel, _) => {
                 self.initial_ms = Some(kernel.time_ms);
                 self.initial = Some(kernel.clone());
+                let initial_ms = kernel.time_ms;
                 self.beam = Some(Beam::new(kernel, self.settings.search.num_top_kernels));
                 if self.settings.time_references {
                     self.time_references(ctx);
                 }
-                self.start_round(1, ctx);
+                match self.settings.pacing {
+                    Pacing::Rounds => self.start_round(1, ctx),
+                    Pacing::Steady { max_inflight } => {
+                        self.steady = Some(Steady {
+                            max_inflight: max_inflight.max(1),
+                            plan: SteadyPlan::new(self.settings.search),
+                            asking: HashSet::new(),
+                            unresolved: 0,
+                            rounds: BTreeMap::new(),
+                            best_at_round_end_ms: initial_ms,
+                            stopped: None,
+                        });
+                        self.advance_steady(ctx);
+                    }
+                }
             }
             Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
                 self.finish(
@@ -655,28 +867,56 @@ impl Manager {
             parents: parent_ids,
         });
         for parent in parents {
-            let own: Vec<PlannedCandidate> = planned
+            let own: Vec<(PlannedCandidate, u32)> = planned
                 .iter()
                 .filter(|p| p.parent == parent.id)
-                .copied()
+                .map(|p| (*p, number))
                 .collect();
-            if self.profiling && !self.profiles.contains_key(&parent.id) {
-                self.profile_then_propose(parent, own, number, ctx);
-            } else {
-                self.analyze_then_propose(parent, own, number, ctx);
-            }
+            self.preparing.insert(parent.id, own);
+            self.prepare_parent(parent, number, ctx);
+        }
+    }
+
+    /// Sends the proposals waiting in `preparing` for `parent` once it has its profile and
+    /// analysis: at once when it has them, else after asking for them (once per kernel; a parent
+    /// already being prepared is left to the work in flight, which takes every candidate waiting
+    /// for it when it is done).
+    fn prepare_parent(&mut self, parent: RankedKernel, round: u32, ctx: &mut Context<Self>) {
+        let ready = self.analyses.contains_key(&parent.id) || self.llm_closed();
+        let profiled = !self.profiling || self.profiles.contains_key(&parent.id);
+        if ready && profiled {
+            let proposals = self.proposals_per_parent(parent.id);
+            return self.propose_prepared(&parent, proposals, ctx);
+        }
+        if !self.pending_parents.insert(parent.id) {
+            return;
+        }
+        if profiled {
+            self.analyze_then_propose(parent, round, ctx);
+        } else {
+            self.profile_then_propose(parent, round, ctx);
+        }
+    }
+
+    /// How many proposals a parent gets: its share of the round, or in steady search one per
+    /// bottleneck (its proposals cycle over them).
+    fn proposals_per_parent(&self, parent: CandidateId) -> u32 {
+        match self.settings.pacing {
+            Pacing::Rounds => self.preparing.get(&parent).map_or(0, Vec::len) as u32,
+            Pacing::Steady { .. } => self.settings.search.num_bottlenecks,
+        }
+    }
+
+    fn propose_prepared(&mut self, parent: &RankedKernel, proposals: u32, ctx: &mut Context<Self>) {
+        self.pending_parents.remove(&parent.id);
+        for (candidate, round) in self.preparing.remove(&parent.id).unwrap_or_default() {
+            self.propose(parent, candidate, proposals, round, ctx);
         }
     }
 
     /// A kernel is profiled once, when it first becomes a parent; every proposal made from it
     /// reuses that profile.
-    fn profile_then_propose(
-        &mut self,
-        parent: RankedKernel,
-        planned: Vec<PlannedCandidate>,
-        round: u32,
-        ctx: &mut Context<Self>,
-    ) {
+    fn profile_then_propose(&mut self, parent: RankedKernel, round: u32, ctx: &mut Context<Self>) {
         let device = self.device_for(parent.id);
         let worker = self.workers[&device].clone();
         let collector = self.collector.clone();
@@ -737,28 +977,19 @@ impl Manager {
                 Err(ProfileError::Failed(_)) => None,
             };
             manager.profiles.insert(parent.id, profile);
-            manager.analyze_then_propose(parent, planned, round, ctx);
+            manager.analyze_then_propose(parent, round, ctx);
         }));
     }
 
     /// A kernel's bottlenecks are asked for once, when it first becomes a parent (after its
     /// profile); its proposals then go out, each taking a different bottleneck.
-    fn analyze_then_propose(
-        &mut self,
-        parent: RankedKernel,
-        planned: Vec<PlannedCandidate>,
-        round: u32,
-        ctx: &mut Context<Self>,
-    ) {
+    fn analyze_then_propose(&mut self, parent: RankedKernel, round: u32, ctx: &mut Context<Self>) {
         if self.finished {
             return;
         }
-        let requested = planned.len() as u32;
+        let requested = self.proposals_per_parent(parent.id);
         if self.analyses.contains_key(&parent.id) || self.llm_closed() {
-            for candidate in planned {
-                self.propose(&parent, candidate, requested, round, ctx);
-            }
-            return;
+            return self.propose_prepared(&parent, requested, ctx);
         }
         let request_id = format!("r{round}-c{}-analysis", parent.id);
         let parent_id = parent.id;
@@ -792,10 +1023,7 @@ impl Manager {
                 let error = format!("the analysis prompt could not be rendered: {error}");
                 self.record(received(&[], None, Some(error)));
                 self.analyses.insert(parent.id, Vec::new());
-                for candidate in planned {
-                    self.propose(&parent, candidate, requested, round, ctx);
-                }
-                return;
+                return self.propose_prepared(&parent, requested, ctx);
             }
         };
         self.record(Event::AnalysisRequested {
@@ -840,9 +1068,7 @@ impl Manager {
                 }
             };
             manager.analyses.insert(parent.id, bottlenecks);
-            for candidate in planned {
-                manager.propose(&parent, candidate, requested, round, ctx);
-            }
+            manager.propose_prepared(&parent, requested, ctx);
         }));
     }
 
@@ -940,6 +1166,8 @@ impl Manager {
         }));
     }
 
+    /// In steady search a first proposal's answer takes the first free device and makes room
+    /// for the next candidate.
     fn proposal_answered(
         &mut self,
         slot: Slot,
@@ -952,6 +1180,31 @@ impl Manager {
         if self.finished {
             return;
         }
+        let slot = match self.steady.as_mut() {
+            Some(steady) if slot.refinements == 0 => {
+                steady.asking.remove(&slot.id);
+                Slot {
+                    device: first_free_device(&self.device_load),
+                    ..slot
+                }
+            }
+            _ => slot,
+        };
+        self.answer_proposal(slot, request_id, prompt, refining, answer, ctx);
+        if self.steady.is_some() {
+            self.advance_steady(ctx);
+        }
+    }
+
+    fn answer_proposal(
+        &mut self,
+        slot: Slot,
+        request_id: String,
+        prompt: String,
+        refining: Option<Refining>,
+        answer: Result<LlmReply, LlmError>,
+        ctx: &mut Context<Self>,
+    ) {
         let parent = slot.parent.expect("proposals have parents");
         let received = |outcome: &str, reply: Option<&LlmReply>, error: Option<String>| {
             Event::ProposalReceived {
@@ -1075,11 +1328,10 @@ impl Manager {
         }
     }
 
-    fn finish_round(&mut self, ctx: &mut Context<Self>) {
-        let round = std::mem::take(&mut self.round);
-        let beam = self.beam.as_mut().expect("rounds run with a beam");
-        beam.absorb(round.results);
-        let best = beam.best().clone();
+    /// The beam as it stands and the round's tally, at the end of a round (or a virtual one).
+    fn record_round_end(&self, round: &RoundState) {
+        let beam = self.beam.as_ref().expect("rounds run with a beam");
+        let best = beam.best();
         let members: Vec<BeamMember> = beam
             .members()
             .iter()
@@ -1088,7 +1340,6 @@ impl Manager {
                 time_ms: k.time_ms,
             })
             .collect();
-        let stale_rounds = beam.rounds_without_improvement();
         self.record(Event::BeamUpdated {
             round: round.number,
             beam: members,
@@ -1099,10 +1350,18 @@ impl Manager {
             verified: round.verified,
             failed: round.failed,
             duplicates: round.duplicates,
-            failures: round.failures,
+            failures: round.failures.clone(),
             best_candidate: best.id,
             best_ms: best.time_ms,
         });
+    }
+
+    fn finish_round(&mut self, ctx: &mut Context<Self>) {
+        let mut round = std::mem::take(&mut self.round);
+        let beam = self.beam.as_mut().expect("rounds run with a beam");
+        beam.absorb(std::mem::take(&mut round.results));
+        let stale_rounds = beam.rounds_without_improvement();
+        self.record_round_end(&round);
         let search = self.settings.search;
         let stop_reason = if self.exhausted {
             Some("the llm provider has no more proposals".to_string())

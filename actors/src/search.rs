@@ -2,6 +2,8 @@
 //! numbered and pinned, and which kernels survive. The Manager drives them; tests call them
 //! directly.
 
+use std::collections::{BTreeMap, HashMap};
+
 use crate::model::{CandidateId, DeviceId, RankedKernel};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +37,95 @@ pub struct SearchSettings {
 impl SearchSettings {
     pub fn candidates_per_round(&self) -> u32 {
         self.num_top_kernels * self.num_bottlenecks
+    }
+}
+
+/// How the Manager paces the search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pacing {
+    /// A round's N × M proposals go out together; the next round starts when the last of them
+    /// is resolved.
+    Rounds,
+    /// Up to `max_inflight` proposals are always being asked for: each answer or resolved
+    /// candidate lets the next one be planned, and a candidate goes to the first free device.
+    Steady { max_inflight: usize },
+}
+
+impl Pacing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Pacing::Rounds => "rounds",
+            Pacing::Steady { .. } => "steady",
+        }
+    }
+}
+
+/// The round a candidate of a steady search is reported in: candidates 1 to N × M make round 1,
+/// and so on, so that the journal and the report read as in rounds mode.
+pub fn virtual_round(id: CandidateId, settings: &SearchSettings) -> u32 {
+    assert!(id.0 >= 1, "the initial kernel belongs to no round");
+    let per_round = u64::from(settings.candidates_per_round().max(1));
+    1 + ((id.0 - 1) / per_round) as u32
+}
+
+/// The device with the fewest evaluations queued or running; ties go to the lowest id.
+pub fn first_free_device(load: &BTreeMap<DeviceId, usize>) -> DeviceId {
+    let (device, _) = load
+        .iter()
+        .min_by_key(|(device, queued)| (**queued, **device))
+        .expect("a run has at least one device");
+    *device
+}
+
+/// A steady search's candidates, one at a time: numbered on from 1, parents taken in turn over
+/// the beam as it stands (fastest first), each parent's proposals cycling over its M
+/// bottlenecks; max_rounds × N × M in all.
+#[derive(Clone, Debug)]
+pub struct SteadyPlan {
+    settings: SearchSettings,
+    next_id: u64,
+    turn: usize,
+    proposals_per_parent: HashMap<CandidateId, u32>,
+}
+
+impl SteadyPlan {
+    pub fn new(settings: SearchSettings) -> Self {
+        SteadyPlan {
+            settings,
+            next_id: 1,
+            turn: 0,
+            proposals_per_parent: HashMap::new(),
+        }
+    }
+
+    /// Whether every candidate of the run has been planned.
+    pub fn complete(&self) -> bool {
+        self.next_id > self.total()
+    }
+
+    fn total(&self) -> u64 {
+        u64::from(self.settings.max_rounds) * u64::from(self.settings.candidates_per_round())
+    }
+
+    /// The next candidate from `parents` (the beam, fastest first), pinned provisionally to
+    /// `device`; `None` once the run's candidates are all planned or there is no parent.
+    pub fn next(&mut self, parents: &[CandidateId], device: DeviceId) -> Option<PlannedCandidate> {
+        if self.complete() || parents.is_empty() {
+            return None;
+        }
+        let parent = parents[self.turn % parents.len()];
+        self.turn += 1;
+        let count = self.proposals_per_parent.entry(parent).or_insert(0);
+        let proposal_index = *count % self.settings.num_bottlenecks.max(1);
+        *count += 1;
+        let id = CandidateId(self.next_id);
+        self.next_id += 1;
+        Some(PlannedCandidate {
+            id,
+            parent,
+            proposal_index,
+            device,
+        })
     }
 }
 
@@ -122,18 +213,30 @@ impl Beam {
     pub fn absorb(&mut self, results: Vec<RankedKernel>) -> bool {
         let previous_best = self.best().time_ms;
         for result in results {
-            if self
-                .members
-                .iter()
-                .all(|member| member.source != result.source)
-            {
-                self.members.push(result);
-            }
+            self.admit(result);
+        }
+        self.end_round(previous_best)
+    }
+
+    /// Takes one verified result as it arrives (steady search): kept if it is among the
+    /// `width` fastest and its source is not in the beam yet. Rounds are not counted.
+    pub fn admit(&mut self, result: RankedKernel) {
+        if self
+            .members
+            .iter()
+            .all(|member| member.source != result.source)
+        {
+            self.members.push(result);
         }
         self.members
             .sort_by(|a, b| a.time_ms.total_cmp(&b.time_ms).then(a.id.cmp(&b.id)));
         self.members.truncate(self.width);
-        let improved = self.best().time_ms < previous_best;
+    }
+
+    /// Counts a round that ended: whether the best time now beats `previous_best_ms`, the best
+    /// when the round before it ended. Returns whether it improved.
+    pub fn end_round(&mut self, previous_best_ms: f64) -> bool {
+        let improved = self.best().time_ms < previous_best_ms;
         if improved {
             self.rounds_without_improvement = 0;
         } else {
@@ -283,5 +386,66 @@ mod tests {
         };
         beam.absorb(vec![twin]);
         assert_eq!(beam.members().len(), 1);
+    }
+
+    #[test]
+    fn virtual_rounds_hold_n_times_m_candidates_each() {
+        let rounds: Vec<u32> = (1..=9)
+            .map(|id| virtual_round(CandidateId(id), &settings(2, 2)))
+            .collect();
+        assert_eq!(rounds, vec![1, 1, 1, 1, 2, 2, 2, 2, 3]);
+    }
+
+    #[test]
+    fn the_first_free_device_has_the_fewest_queued_and_the_lowest_id_on_ties() {
+        let load: BTreeMap<DeviceId, usize> =
+            [(DeviceId(0), 2), (DeviceId(1), 1), (DeviceId(2), 1)].into();
+        assert_eq!(first_free_device(&load), DeviceId(1));
+        let idle: BTreeMap<DeviceId, usize> = [(DeviceId(3), 0), (DeviceId(1), 0)].into();
+        assert_eq!(first_free_device(&idle), DeviceId(1));
+    }
+
+    /// (candidate, parent, proposal) of each candidate planned from `parents` in turn.
+    fn steady(plan: &mut SteadyPlan, parents: &[u64], count: usize) -> Vec<(u64, u64, u32)> {
+        let parents: Vec<CandidateId> = parents.iter().copied().map(CandidateId).collect();
+        (0..count)
+            .map_while(|_| plan.next(&parents, DeviceId(0)))
+            .map(|p| (p.id.0, p.parent.0, p.proposal_index))
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_plan_cycles_parents_and_each_parents_bottlenecks() {
+        let mut plan = SteadyPlan::new(settings(2, 2));
+        assert_eq!(
+            steady(&mut plan, &[0], 3),
+            vec![(1, 0, 0), (2, 0, 1), (3, 0, 0)]
+        );
+        assert_eq!(
+            steady(&mut plan, &[4, 0], 4),
+            vec![(4, 0, 1), (5, 4, 0), (6, 0, 0), (7, 4, 1)]
+        );
+    }
+
+    #[test]
+    fn a_steady_plan_ends_after_max_rounds_times_n_times_m() {
+        let mut plan = SteadyPlan::new(settings(2, 2));
+        assert_eq!(steady(&mut plan, &[0], 20).len(), 12);
+        assert!(plan.complete());
+        assert_eq!(plan.next(&[CandidateId(0)], DeviceId(0)), None);
+    }
+
+    #[test]
+    fn a_beam_admits_results_one_by_one_and_counts_rounds_apart() {
+        let mut beam = Beam::new(kernel(0, 10.0), 2);
+        beam.admit(kernel(1, 12.0));
+        beam.admit(kernel(2, 8.0));
+        let ids: Vec<u64> = beam.members().iter().map(|k| k.id.0).collect();
+        assert_eq!(ids, vec![2, 0]);
+        assert_eq!(beam.rounds_without_improvement(), 0);
+        assert!(!beam.end_round(8.0));
+        assert_eq!(beam.rounds_without_improvement(), 1);
+        assert!(beam.end_round(9.0));
+        assert_eq!(beam.rounds_without_improvement(), 0);
     }
 }

@@ -14,18 +14,21 @@ use actors::model::{
     CandidateId, DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
 use actors::ports::*;
-use actors::search::{SearchKind, SearchSettings};
+use actors::search::{Pacing, SearchKind, SearchSettings};
 use actors::supervisor::{RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
 use tokio::sync::{oneshot, watch};
 
 type Journal = Arc<Mutex<Vec<JournalRecord>>>;
 
 /// What the journal has seen so far, for fakes that must wait for a point of the run rather than
-/// sleep: the lessons recorded and the rounds finished.
+/// sleep: the lessons recorded, the rounds finished, the verifications started and the
+/// candidates finished (the initial kernel counted).
 #[derive(Clone)]
 struct Milestones {
     lessons: Arc<watch::Sender<usize>>,
     rounds: Arc<watch::Sender<u32>>,
+    verifications: Arc<watch::Sender<usize>>,
+    finished: Arc<watch::Sender<usize>>,
 }
 
 impl Milestones {
@@ -33,6 +36,8 @@ impl Milestones {
         Milestones {
             lessons: Arc::new(watch::channel(0).0),
             rounds: Arc::new(watch::channel(0).0),
+            verifications: Arc::new(watch::channel(0).0),
+            finished: Arc::new(watch::channel(0).0),
         }
     }
 }
@@ -50,6 +55,10 @@ impl RunStore for MemoryStore {
                 lesson: Some(_), ..
             } => self.milestones.lessons.send_modify(|n| *n += 1),
             Event::RoundFinished { .. } => self.milestones.rounds.send_modify(|n| *n += 1),
+            Event::StepStarted {
+                step: Step::Verify, ..
+            } => self.milestones.verifications.send_modify(|n| *n += 1),
+            Event::CandidateFinished { .. } => self.milestones.finished.send_modify(|n| *n += 1),
             _ => {}
         }
         Ok(())
@@ -90,7 +99,7 @@ impl GroupSignaller for NoSignals {
 }
 
 /// Times come from the source: `# ms=1.5`; `# fail` fails verification; `# crash` crashes the
-/// evaluator.
+/// evaluator; `# slow` holds its device until SLOW_UNTIL candidates have finished.
 fn judge(source: &KernelSource) -> (Verdict, f64) {
     let text = source.text();
     if text.contains("# fail") {
@@ -116,8 +125,12 @@ fn judge(source: &KernelSource) -> (Verdict, f64) {
     )
 }
 
+/// How many candidates (the initial kernel counted) finish before a `# slow` one is verified.
+const SLOW_UNTIL: usize = 4;
+
 struct FakeEvaluator {
     panic_on_verify: bool,
+    milestones: Milestones,
 }
 
 impl DeviceEvaluator for FakeEvaluator {
@@ -125,8 +138,12 @@ impl DeviceEvaluator for FakeEvaluator {
         &'a mut self,
         job: &'a EvalJob,
     ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+        let mut finished = self.milestones.finished.subscribe();
         Box::pin(async move {
             tokio::task::yield_now().await;
+            if job.source.text().contains("# slow") {
+                let _ = finished.wait_for(|n| *n >= SLOW_UNTIL).await;
+            }
             if self.panic_on_verify {
                 panic!("a deliberate panic inside the worker's handler");
             }
@@ -197,6 +214,7 @@ impl DeviceEvaluator for FakeEvaluator {
 struct FakeFactory {
     panicking_device: Option<DeviceId>,
     started: RefCell<HashMap<DeviceId, u32>>,
+    milestones: Milestones,
 }
 
 impl EvaluatorFactory for FakeFactory {
@@ -206,6 +224,7 @@ impl EvaluatorFactory for FakeFactory {
         *count += 1;
         Box::new(FakeEvaluator {
             panic_on_verify: Some(device) == self.panicking_device && *count == 1,
+            milestones: self.milestones.clone(),
         })
     }
 }
@@ -217,6 +236,12 @@ enum When {
     After(Duration),
     /// Once the journal holds a lesson.
     AfterALesson,
+    /// Once this many requests for code have reached the provider.
+    OnceRequested(usize),
+    /// Once this many verifications have started (the initial kernel's counted).
+    OnceVerifying(usize),
+    /// Once this many candidates have finished (the initial kernel counted).
+    OnceFinished(usize),
 }
 
 /// How the fake provider answers reflexions.
@@ -239,6 +264,28 @@ struct ScriptedLlm {
     reflexions: Reflexions,
     milestones: Milestones,
     requests: Rc<RefCell<Vec<LlmRequest>>>,
+    /// Requests for code that reached the provider so far.
+    code_requests: watch::Sender<usize>,
+    /// Requests for code now unanswered, and the most there ever were.
+    code_in_flight: Rc<RefCell<(usize, usize)>>,
+}
+
+/// Counts a request for code out of flight when its answer (or its drop) ends it.
+struct InFlight(Rc<RefCell<(usize, usize)>>);
+
+impl InFlight {
+    fn start(counter: &Rc<RefCell<(usize, usize)>>) -> Self {
+        let mut counts = counter.borrow_mut();
+        counts.0 += 1;
+        counts.1 = counts.1.max(counts.0);
+        InFlight(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.borrow_mut().0 -= 1;
+    }
 }
 
 fn text_reply(text: String) -> LlmReply {
@@ -281,7 +328,13 @@ impl LlmProvider for ScriptedLlm {
             RequestKind::Optimize | RequestKind::Refine => {}
         }
         let next = self.answers.borrow_mut().pop_front();
+        self.code_requests.send_modify(|n| *n += 1);
+        let mut code_requests = self.code_requests.subscribe();
+        let mut verifications = self.milestones.verifications.subscribe();
+        let mut finished = self.milestones.finished.subscribe();
+        let in_flight = InFlight::start(&self.code_in_flight);
         Box::pin(async move {
+            let _in_flight = in_flight;
             let Some((when, answer)) = next else {
                 return Err(LlmError::Exhausted);
             };
@@ -290,6 +343,15 @@ impl LlmProvider for ScriptedLlm {
                 When::After(delay) => tokio::time::sleep(delay).await,
                 When::AfterALesson => {
                     let _ = lessons.wait_for(|n| *n >= 1).await;
+                }
+                When::OnceRequested(count) => {
+                    let _ = code_requests.wait_for(|n| *n >= count).await;
+                }
+                When::OnceVerifying(count) => {
+                    let _ = verifications.wait_for(|n| *n >= count).await;
+                }
+                When::OnceFinished(count) => {
+                    let _ = finished.wait_for(|n| *n >= count).await;
                 }
             }
             let code = answer?;
@@ -342,6 +404,8 @@ impl PromptBuilder for RecordingPrompts {
 struct Scenario {
     devices: u32,
     search: SearchSettings,
+    pacing: Pacing,
+    max_inflight: usize,
     initial: &'static str,
     answers: Vec<(When, Result<&'static str, LlmError>)>,
     panicking_device: Option<DeviceId>,
@@ -355,6 +419,8 @@ impl Default for Scenario {
         Scenario {
             devices: 1,
             search: beam(1, 1, 1),
+            pacing: Pacing::Rounds,
+            max_inflight: 16,
             initial: "# ms=8",
             answers: Vec::new(),
             panicking_device: None,
@@ -385,6 +451,8 @@ struct Ran {
     events: Vec<Event>,
     prompts: Rc<RecordingPrompts>,
     requests: Vec<LlmRequest>,
+    /// The most requests for code the provider had unanswered at once.
+    peak_code_requests: usize,
 }
 
 fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
@@ -411,6 +479,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
         },
         manager: ManagerSettings {
             search: scenario.search,
+            pacing: scenario.pacing,
             devices,
             step_deadline: Duration::from_secs(5),
             profile_parents: false,
@@ -420,7 +489,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             final_files: Vec::new(),
         },
         initial_source: KernelSource::new(scenario.initial),
-        max_inflight: 16,
+        max_inflight: scenario.max_inflight,
         kill_grace: Duration::from_millis(10),
         restart_budget: 2,
         stop_evaluator_during_profile: false,
@@ -428,14 +497,18 @@ fn run_recorded(scenario: Scenario) -> Ran {
     let factory = FakeFactory {
         panicking_device: scenario.panicking_device,
         started: RefCell::default(),
+        milestones: milestones.clone(),
     };
     let requests = Rc::new(RefCell::new(Vec::new()));
+    let code_in_flight = Rc::new(RefCell::new((0, 0)));
     let llm = ScriptedLlm {
         answers: RefCell::new(scenario.answers.into()),
         analysis: scenario.analysis,
         reflexions: scenario.reflexions,
         milestones,
         requests: requests.clone(),
+        code_requests: watch::channel(0).0,
+        code_in_flight: code_in_flight.clone(),
     };
     let prompts = Rc::new(RecordingPrompts::default());
     let port_prompts = prompts.clone();
@@ -460,11 +533,13 @@ fn run_recorded(scenario: Scenario) -> Ran {
         .map(|r| r.event.clone())
         .collect();
     let requests = requests.borrow().clone();
+    let peak_code_requests = code_in_flight.borrow().1;
     Ran {
         result,
         events,
         prompts,
         requests,
+        peak_code_requests,
     }
 }
 
@@ -1149,4 +1224,132 @@ fn the_round_does_not_wait_for_reflexions() {
     }) {
         assert!(first_round_finished < answered);
     }
+}
+
+fn steady(search: SearchSettings, max_inflight: usize) -> Scenario {
+    Scenario {
+        devices: 2,
+        search,
+        pacing: Pacing::Steady { max_inflight },
+        max_inflight,
+        ..Scenario::default()
+    }
+}
+
+/// (candidate, round) of each finished proposal, in candidate order.
+fn rounds_of_candidates(events: &[Event]) -> Vec<(u64, u32)> {
+    let mut rounds: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CandidateFinished {
+                candidate, round, ..
+            } if *candidate != CandidateId::INITIAL => Some((candidate.0, *round)),
+            _ => None,
+        })
+        .collect();
+    rounds.sort();
+    rounds
+}
+
+#[test]
+fn a_steady_search_keeps_max_inflight_proposals_asked_for() {
+    // Each answer waits until two more requests for code have reached the provider (the last
+    // ones until the sixth has): only a search that asks for the next candidate as soon as an
+    // answer comes gets through, and then always with three requests out.
+    let answers = (1..=6)
+        .map(|k| (When::OnceRequested((k + 2).min(6)), code(10 + k as u32)))
+        .collect();
+    let ran = run_recorded(Scenario {
+        answers,
+        ..steady(beam(1, 2, 3), 3)
+    });
+    assert_eq!(
+        ran.result.outcome,
+        RunOutcome::Completed,
+        "{}",
+        ran.result.reason
+    );
+    assert_eq!(ran.result.reason, "max_rounds (3) reached");
+    assert_eq!(ran.peak_code_requests, 3);
+    let code_requests = ran
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Optimize)
+        .count();
+    assert_eq!(code_requests, 6, "max_rounds × N × M candidates");
+    assert_eq!(
+        rounds_of_candidates(&ran.events),
+        vec![(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3)]
+    );
+    let finished_rounds: Vec<u32> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RoundFinished { round, .. } => Some(*round),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished_rounds, vec![1, 2, 3]);
+    assert_eq!(
+        analyses_received(&ran.events).len(),
+        1,
+        "the initial kernel is analysed once though three proposals waited for it"
+    );
+}
+
+#[test]
+fn in_a_steady_search_a_free_device_takes_the_next_candidate() {
+    // The slow candidate holds its device until three others have finished; they can only
+    // finish on the other device, each proposal arriving once the one before it is done.
+    let answers = vec![
+        (now(), Ok("def kernel_function(): pass # slow # ms=11")),
+        (When::OnceVerifying(2), code(12)),
+        (When::OnceFinished(2), code(13)),
+        (When::OnceFinished(3), code(14)),
+    ];
+    let (result, events) = run(Scenario {
+        answers,
+        ..steady(beam(1, 2, 2), 16)
+    });
+    assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
+    let finished: Vec<(u64, u32, Option<f64>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CandidateFinished {
+                candidate,
+                device,
+                time_ms,
+                ..
+            } if *candidate != CandidateId::INITIAL => Some((candidate.0, device.0, *time_ms)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(finished.len(), 4, "{finished:?}");
+    let (_, slow_device, slow_ms) = finished[3];
+    assert_eq!(slow_ms, Some(11.0), "the slow candidate finished last");
+    assert!(
+        finished[..3]
+            .iter()
+            .all(|(_, device, _)| *device != slow_device),
+        "{finished:?}"
+    );
+}
+
+#[test]
+fn a_steady_search_ends_when_the_provider_runs_dry() {
+    let answers = vec![(now(), code(5)), (now(), code(6)), (now(), code(7))];
+    let (result, events) = run(Scenario {
+        answers,
+        ..steady(beam(2, 2, 5), 4)
+    });
+    assert_eq!(result.outcome, RunOutcome::Completed);
+    assert_eq!(result.reason, "the llm provider has no more proposals");
+    assert_eq!(rounds_of_candidates(&events).len(), 3);
+    let count = |wanted: &dyn Fn(&Event) -> bool| events.iter().filter(|e| wanted(e)).count();
+    assert_eq!(
+        count(&|e| matches!(e, Event::RoundStarted { .. })),
+        count(&|e| matches!(e, Event::RoundFinished { .. })),
+        "every round started is finished"
+    );
+    assert_eq!(result.best.unwrap().time_ms, 5.0);
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actors::search::{SearchKind, SearchSettings};
+use actors::search::{Pacing, SearchKind, SearchSettings};
 use serde::Serialize;
 
 use super::schema::{ComponentPlatform, ConfigError, ConfigFile, LlmKeys, PlatformSpec, Vendor};
@@ -90,6 +90,8 @@ pub struct RunSettings {
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct SearchSettingsRecord {
     pub strategy: &'static str,
+    /// `rounds` or `steady` (the `search` key).
+    pub pacing: &'static str,
     pub num_top_kernels: u32,
     pub num_bottlenecks: u32,
     pub max_rounds: u32,
@@ -108,6 +110,15 @@ impl RunSettings {
             num_bottlenecks: self.search.num_bottlenecks,
             max_rounds: self.search.max_rounds,
             max_no_improvement: self.search.max_no_improvement,
+        }
+    }
+
+    /// How the Manager paces the search; a steady search keeps `max_inflight` proposals (the
+    /// broker's cap) asked for.
+    pub fn pacing(&self, max_inflight: usize) -> Pacing {
+        match self.search.pacing {
+            "steady" => Pacing::Steady { max_inflight },
+            _ => Pacing::Rounds,
         }
     }
 
@@ -187,6 +198,11 @@ pub fn resolve(
     };
     let search = SearchSettingsRecord {
         strategy: if greedy { "greedy" } else { "beam_search" },
+        pacing: if config.search.as_deref() == Some("steady") {
+            "steady"
+        } else {
+            "rounds"
+        },
         num_top_kernels,
         num_bottlenecks: strategy.num_bottlenecks.unwrap_or(2),
         max_rounds: cli.max_rounds.or(config.max_rounds).unwrap_or(5),
@@ -378,5 +394,20 @@ mod tests {
         )
         .unwrap();
         assert!(asked.stop_at_roofline);
+    }
+
+    #[test]
+    fn search_is_paced_in_rounds_unless_steady_is_asked_for() {
+        let default = settings("", CliOverrides::default()).unwrap();
+        assert_eq!(default.pacing(8), Pacing::Rounds);
+        assert!(default.to_yaml().contains("pacing: rounds"));
+        let steady = settings(
+            "search: steady
+",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        assert_eq!(steady.pacing(8), Pacing::Steady { max_inflight: 8 });
+        assert!(steady.to_yaml().contains("pacing: steady"));
     }
 }

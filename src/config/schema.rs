@@ -111,6 +111,8 @@ pub struct ModelPrice {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ConfigFile {
     pub strategy: Option<String>,
+    /// How the search is paced: `rounds` (the default) or `steady`.
+    pub search: Option<String>,
     pub num_workers: Option<u32>,
     pub strategy_config: StrategyConfig,
     pub model: Option<String>,
@@ -151,6 +153,7 @@ pub struct ConfigFile {
 /// Top-level keys kactors reads.
 pub const TOP_LEVEL_KEYS: &[&str] = &[
     "strategy",
+    "search",
     "num_workers",
     "strategy_config",
     "model",
@@ -433,6 +436,17 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 }
                 config.strategy = Some(name);
             }
+            "search" => {
+                let pace: String = reader.value(key, value, "rounds or steady")?;
+                if pace != "rounds" && pace != "steady" {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message: format!("unknown search \"{pace}\": expected rounds or steady"),
+                    });
+                }
+                config.search = Some(pace);
+            }
             "num_workers" => config.num_workers = Some(reader.positive(key, value)?),
             "strategy_config" => {
                 for (inner, value) in reader.mapping(key, value)? {
@@ -646,6 +660,16 @@ mod tests {
             vec![
                 "ka.yaml: ignoring KernelAgent keys that kactors does not use: divergence_threshold, target_platform, strategy_config.num_expanding_parents, strategy_config.samples_per_prompt, platform.rag_prescriber"
             ]
+        );
+    }
+
+    #[test]
+    fn search_takes_rounds_or_steady() {
+        let config = parse_config("a.yaml", "search: steady\n").unwrap();
+        assert_eq!(config.search.as_deref(), Some("steady"));
+        assert_eq!(
+            error_of("search: eager\n"),
+            "configs/test.yaml: invalid value for `search`: unknown search \"eager\": expected rounds or steady"
         );
     }
 

@@ -56,12 +56,19 @@ fn llm_provider(
 ) -> Result<(Rc<dyn LlmProvider>, usize), CommandError> {
     let all_at_once = settings.search().candidates_per_round() as usize;
     match &settings.llm {
-        LlmChoice::Replay { dir, latency_s } => {
+        LlmChoice::Replay {
+            dir,
+            latency_s,
+            max_inflight,
+        } => {
             let dir = dir
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
             let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?;
-            Ok((Rc::new(replay), all_at_once))
+            Ok((
+                Rc::new(replay),
+                max_inflight.map_or(all_at_once, |cap| cap as usize),
+            ))
         }
         LlmChoice::Remote {
             provider,
@@ -116,6 +123,24 @@ fn llm_provider(
             ))
         }
     }
+}
+
+/// run.yaml: the resolved configuration, and what the machine was when the run started (the
+/// preflight's lines, with Python, torch, triton and the profiler's versions; the GPUs' clocks,
+/// power and the other processes on them).
+fn run_yaml(
+    settings: &RunSettings,
+    preflight: &crate::check::CheckReport,
+    gpus: &crate::devices::GpuState,
+) -> String {
+    let mut document = serde_yaml::to_value(settings).expect("run settings serialise to YAML");
+    let checks: Vec<String> = preflight.lines().iter().map(ToString::to_string).collect();
+    let provenance = serde_yaml::to_value(serde_json::json!({ "preflight": checks, "gpus": gpus }))
+        .expect("the provenance serialises to YAML");
+    if let serde_yaml::Value::Mapping(mapping) = &mut document {
+        mapping.insert("provenance".into(), provenance);
+    }
+    serde_yaml::to_string(&document).expect("run.yaml serialises")
 }
 
 /// The user's files staged beside the best kernel at the end of a run: problem.py and test.py,
@@ -221,7 +246,14 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         &args.run_dir,
         &settings.strategy,
         SystemTime::now(),
-        &settings.to_yaml(),
+        &run_yaml(
+            &settings,
+            &preflight,
+            &crate::devices::gpu_state(
+                &devices.selection,
+                &HostEnvironment::from_process(settings.python.clone()),
+            ),
+        ),
     )?;
     let run_root = run_dir.root().to_path_buf();
     init_logging(&run_root);

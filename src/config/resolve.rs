@@ -39,6 +39,8 @@ pub enum LlmChoice {
     Replay {
         dir: Option<PathBuf>,
         latency_s: f64,
+        /// Requests in flight at once (max_inflight); default: a round's N × M.
+        max_inflight: Option<u32>,
     },
     /// An HTTP provider: named, or inferred from the model by `llm::resolve`.
     Remote {
@@ -217,6 +219,7 @@ pub fn resolve(
         Some("replay") => LlmChoice::Replay {
             dir: config.replay_dir.clone(),
             latency_s: config.replay_latency_s.unwrap_or(0.0),
+            max_inflight: config.llm.max_inflight,
         },
         other => LlmChoice::Remote {
             provider: other.map(str::to_string),
@@ -322,7 +325,8 @@ mod tests {
             run.llm,
             LlmChoice::Replay {
                 dir: None,
-                latency_s: 0.0
+                latency_s: 0.0,
+                max_inflight: None
             }
         );
         assert_eq!(run.python, PathBuf::from("/venv/bin/python"));

@@ -4,24 +4,18 @@
 //! the strategy's platform_kwargs, and `--python` pointing at tests/fixtures/standin-python,
 //! which plays the profiled wrapper and brings stand-ins for torch and triton.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{fixtures, is_running, write_executable};
 
 const GRACE_S: f64 = 0.3;
 /// How late past deadline plus grace a kill may still count as on time, on a loaded machine.
 const MARGIN: Duration = Duration::from_secs(3);
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-fn write_executable(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-}
 
 #[derive(Clone, Copy)]
 enum Vendor {
@@ -204,16 +198,6 @@ fn close(value: &Value, expected: f64) -> bool {
     value
         .as_f64()
         .is_some_and(|value| (value - expected).abs() < 1e-9 * expected.abs().max(1.0))
-}
-
-fn is_running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let after_name = &stat[stat.rfind(')')? + 1..];
-            after_name.split_whitespace().next().map(str::to_string)
-        })
-        .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
 }
 
 const KERNEL_FILES: [&str; 3] = ["input.py", "problem.py", "test.py"];

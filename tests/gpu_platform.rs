@@ -2,15 +2,13 @@
 //! a shim that runs the stand-in evaluator (templates/standin_evaluator.py), which speaks the
 //! real protocol and decides each candidate's fate by a `# standin:` marker in its source.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-
-fn write_executable(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-}
+use support::write_executable;
 
 struct Node {
     dir: tempfile::TempDir,

@@ -3,6 +3,8 @@
 //! stand-in Python (tests/fixtures/standin-python) that plays the profiled wrapper. Every pass
 //! runs under a real Watchdog in an actix System, signalling real process groups.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -19,6 +21,7 @@ use kactors::profiling::{
 use kactors::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
 use kactors::roofline::RooflineThresholds;
 use serde_json::{Value, json};
+use support::{fixtures, is_running};
 
 const DEVICE: DeviceId = DeviceId(0);
 /// Generous for a loaded 2-core machine: a pass is two or three Python start-ups.
@@ -26,10 +29,6 @@ const PASS_DEADLINE: Duration = Duration::from_secs(60);
 const GRACE: Duration = Duration::from_millis(500);
 /// How late past deadline plus grace a kill may still count as on time, on a loaded machine.
 const MARGIN: Duration = Duration::from_secs(3);
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
 
 fn standin_python() -> PathBuf {
     fixtures().join("standin-python")
@@ -199,16 +198,6 @@ fn failed(result: Result<ProfileSummary, ProfileError>) -> String {
         Err(ProfileError::Failed(reason)) => reason,
         other => panic!("expected Failed, got {other:?}"),
     }
-}
-
-fn is_running(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let after_name = &stat[stat.rfind(')')? + 1..];
-            after_name.split_whitespace().next().map(str::to_string)
-        })
-        .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
 }
 
 fn pids_in(file: &Path) -> Vec<i32> {

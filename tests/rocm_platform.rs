@@ -2,21 +2,17 @@
 //! (tests/fixtures/rocm/fake-rocprofv3) writes CSVs as the documented formats have them, and
 //! `--python` is the stand-in (tests/fixtures/standin-python) for the evaluator and the wrapper.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::{fixtures, is_running, write_executable};
 
 fn fixture(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(path)
-}
-
-fn write_executable(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    fixtures().join(path)
 }
 
 /// A node with four AMD GPUs and a kernel directory whose candidates pass on the stand-in.
@@ -177,13 +173,9 @@ fn a_hung_rocprofv3_pass_is_killed_and_the_run_goes_on_timing_alone() {
     );
     let pids = std::fs::read_to_string(node.path().join("hung-pids")).unwrap();
     for pid in pids.split_whitespace() {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // Gone, or a zombie waiting for init to reap it: both have ended.
-        let alive = !state.is_empty()
-            && state
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| !rest.trim_start().starts_with('Z'));
-        assert!(!alive, "process {pid} of the hung pass survived: {state}");
+        assert!(
+            !is_running(pid.parse().unwrap()),
+            "process {pid} of the hung pass survived"
+        );
     }
 }

@@ -1,0 +1,28 @@
+//! Helpers the integration tests share: fixture paths, fake executables, process checks.
+// Each test binary compiles this module on its own and uses some of it; an `expect` would be
+// unfulfilled in the binaries that use all of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// Writes an executable script: a fake tool or a shim on a test's PATH.
+pub fn write_executable(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
+/// Whether a process is alive: gone, a zombie waiting for its reaper (often init, seconds
+/// later) or dead all count as ended.
+pub fn is_running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let after_name = &stat[stat.rfind(')')? + 1..];
+            after_name.split_whitespace().next().map(str::to_string)
+        })
+        .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
+}

@@ -10,9 +10,10 @@ use clap::{Args, Parser, Subcommand};
     name = "kactors",
     version,
     about = "Optimizes Triton GPU kernels unattended, on every GPU of a node",
-    after_help = "Exit codes: 0 the run ended as planned; 1 it could not (e.g. the initial kernel fails verification, \
-                  the LLM provider refuses the credentials); 2 bad usage, configuration, input or environment; \
-                  130 interrupted by SIGINT or SIGTERM."
+    after_help = "Exit codes: 0 the run ended as planned; 1 a run that started could not go on (e.g. the initial \
+                  kernel fails verification, the LLM provider refuses the credentials, the disk is full); 2 refused \
+                  before the run started (usage, configuration, input or environment); 130 interrupted by SIGINT or \
+                  SIGTERM."
 )]
 pub struct Cli {
     #[command(subcommand)]

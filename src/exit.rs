@@ -5,10 +5,12 @@ use actors::journal::RunOutcome;
 /// The run ended as planned: rounds done, converged, a limit reached, also when nothing beat
 /// the initial kernel.
 pub const SUCCESS: i32 = 0;
-/// The run could not do what it was asked: the initial kernel fails verification, the LLM
-/// provider refuses the credentials.
+/// A run that started and could not go on: the initial kernel fails verification, the LLM
+/// provider refuses the credentials, no LLM request succeeded, the run directory cannot be
+/// written, an actor died.
 pub const RUN_FAILED: i32 = 1;
-/// Bad usage, configuration, input or environment: no GPU visible, a required tool missing.
+/// Refused before the run started, nothing evaluated: bad usage, configuration, input or
+/// environment (no GPU visible, a required tool missing).
 pub const USAGE: i32 = 2;
 /// Interrupted by SIGINT or SIGTERM.
 pub const INTERRUPTED: i32 = 130;

@@ -6,6 +6,7 @@ pub mod check;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod console;
 pub mod devices;
 pub mod evaluator;
 pub mod exit;

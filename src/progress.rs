@@ -1,5 +1,7 @@
 //! What the person watching sees: with --json, every journal record as a JSON line on stdout;
 //! otherwise a few plain lines on stderr (per device what it is doing, rounds, the best time).
+//! Either stream may close while the run goes on: progress is then dropped, noted once in
+//! kactors.log, and the journal and report are written as ever.
 
 use std::io::Write;
 use std::time::SystemTime;
@@ -15,18 +17,90 @@ impl Clock for SystemClock {
     }
 }
 
-pub struct JsonProgress;
+/// A stream someone may be reading. The first failed write turns it off for the rest of the
+/// run: after a closed pipe or a dropped terminal, every later write would fail too.
+struct Watched<W> {
+    writer: W,
+    name: &'static str,
+    dropped: bool,
+}
 
-impl ProgressSink for JsonProgress {
-    fn record(&mut self, record: &JournalRecord) {
-        let mut stdout = std::io::stdout().lock();
-        // A closed stdout (`| head`) must not stop the run: the journal is the record.
-        let _ = writeln!(stdout, "{}", record.to_json());
-        let _ = stdout.flush();
+impl<W: Write> Watched<W> {
+    fn new(writer: W, name: &'static str) -> Self {
+        Watched {
+            writer,
+            name,
+            dropped: false,
+        }
+    }
+
+    fn line(&mut self, line: &str) {
+        if self.dropped {
+            return;
+        }
+        if let Err(error) = writeln!(self.writer, "{line}").and_then(|()| self.writer.flush()) {
+            self.dropped = true;
+            tracing::warn!(
+                "progress on {} can no longer be written ({error}): it is dropped from now on; the journal and report are unaffected",
+                self.name
+            );
+        }
     }
 }
 
-pub struct PlainProgress;
+pub struct JsonProgress<W: Write + Send = std::io::Stdout> {
+    stdout: Watched<W>,
+}
+
+impl JsonProgress {
+    pub fn new() -> Self {
+        JsonProgress::to(std::io::stdout())
+    }
+}
+
+impl Default for JsonProgress {
+    fn default() -> Self {
+        JsonProgress::new()
+    }
+}
+
+impl<W: Write + Send> JsonProgress<W> {
+    pub fn to(writer: W) -> Self {
+        JsonProgress {
+            stdout: Watched::new(writer, "stdout"),
+        }
+    }
+}
+
+impl<W: Write + Send> ProgressSink for JsonProgress<W> {
+    fn record(&mut self, record: &JournalRecord) {
+        self.stdout.line(&record.to_json().to_string());
+    }
+}
+
+pub struct PlainProgress<W: Write + Send = std::io::Stderr> {
+    stderr: Watched<W>,
+}
+
+impl PlainProgress {
+    pub fn new() -> Self {
+        PlainProgress::to(std::io::stderr())
+    }
+}
+
+impl Default for PlainProgress {
+    fn default() -> Self {
+        PlainProgress::new()
+    }
+}
+
+impl<W: Write + Send> PlainProgress<W> {
+    pub fn to(writer: W) -> Self {
+        PlainProgress {
+            stderr: Watched::new(writer, "stderr"),
+        }
+    }
+}
 
 /// The plain progress line for a record, if it deserves one.
 pub fn plain_line(event: &Event) -> Option<String> {
@@ -103,15 +177,72 @@ pub fn plain_line(event: &Event) -> Option<String> {
             )
         }
         Event::Interrupted { signal } => format!("interrupted by {signal}: stopping"),
-        Event::RunFinished { reason, .. } => format!("run finished: {reason}"),
+        // `run` itself ends with a line that says how the run ended and why.
         _ => return None,
     })
 }
 
-impl ProgressSink for PlainProgress {
+impl<W: Write + Send> ProgressSink for PlainProgress<W> {
     fn record(&mut self, record: &JournalRecord) {
         if let Some(line) = plain_line(&record.event) {
-            eprintln!("{line}");
+            self.stderr.line(&line);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    /// A stream whose reader went away: every write fails, as after `| head` or a hang-up.
+    struct Closed {
+        attempts: usize,
+    }
+
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            self.attempts += 1;
+            Err(io::Error::from(io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn record(event: Event) -> JournalRecord {
+        JournalRecord {
+            t: SystemTime::UNIX_EPOCH,
+            event,
+        }
+    }
+
+    #[test]
+    fn a_closed_stream_drops_progress_after_one_failed_write_and_never_panics() {
+        let mut plain = PlainProgress::to(Closed { attempts: 0 });
+        let mut json = JsonProgress::to(Closed { attempts: 0 });
+        for signal in ["SIGINT", "SIGTERM", "SIGHUP"] {
+            let event = Event::Interrupted {
+                signal: signal.into(),
+            };
+            plain.record(&record(event.clone()));
+            json.record(&record(event));
+        }
+        assert_eq!(plain.stderr.writer.attempts, 1);
+        assert_eq!(json.stdout.writer.attempts, 1);
+        assert!(plain.stderr.dropped && json.stdout.dropped);
+    }
+
+    #[test]
+    fn json_progress_writes_one_object_per_line() {
+        let mut json = JsonProgress::to(Vec::new());
+        json.record(&record(Event::Interrupted {
+            signal: "SIGINT".into(),
+        }));
+        let text = String::from_utf8(json.stdout.writer).unwrap();
+        assert_eq!(text.lines().count(), 1);
+        let value: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+        assert_eq!(value["type"], "interrupted");
     }
 }

@@ -17,6 +17,7 @@ use tokio::sync::oneshot;
 use crate::cli::RunArgs;
 use crate::commands::CommandError;
 use crate::config::{CliOverrides, LlmChoice, RunSettings, Strategies, parse_config, resolve};
+use crate::console;
 use crate::devices::{DeviceKind, HostEnvironment, SelectedVendor};
 use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
@@ -26,7 +27,7 @@ use crate::progress::{JsonProgress, PlainProgress, SystemClock};
 use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
-use crate::signals::{ProcessGroupSignaller, forward_interrupts};
+use crate::signals::{ProcessGroupSignaller, forward_signals};
 
 /// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
 /// keeps killing its worker does not spin for hours.
@@ -111,7 +112,7 @@ fn llm_provider(
             };
             let resolved = llm::resolve(&raw, &|name| std::env::var(name).ok())?;
             for warning in &resolved.warnings {
-                eprintln!("kactors: warning: {warning}");
+                console::err(format_args!("kactors: warning: {warning}"));
             }
             let max_inflight = resolved.max_inflight as usize;
             let http = llm::HttpProvider::new(resolved).map_err(|error| {
@@ -162,11 +163,15 @@ fn init_logging(run_root: &Path) {
     let Ok(log) = std::fs::File::create(run_root.join("kactors.log")) else {
         return;
     };
+    // A log line that cannot be written (a full disk, a closed stderr) is dropped: tracing's
+    // own report of the failure would go to stderr and panic there.
     let to_file = fmt::layer()
+        .log_internal_errors(false)
         .with_ansi(false)
         .with_writer(Arc::new(log))
         .with_filter(LevelFilter::INFO);
     let to_stderr = fmt::layer()
+        .log_internal_errors(false)
         .with_writer(std::io::stderr)
         .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
     let _ = tracing_subscriber::registry()
@@ -187,7 +192,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     };
     let settings = resolve(&file, &config, &overrides)?;
     for warning in &settings.warnings {
-        eprintln!("kactors: warning: {warning}");
+        console::err(format_args!("kactors: warning: {warning}"));
     }
     let kernel = KernelDir::open(&args.kernel_dir)?;
     let devices = choose_run_devices(
@@ -196,11 +201,11 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         &HostEnvironment::from_process(settings.python.clone()),
     )?;
     for note in &devices.notes {
-        eprintln!("kactors: {note}");
+        console::err(format_args!("kactors: {note}"));
     }
     let preflight = crate::check::preflight(&settings, &devices.selection, Some(&kernel.root));
     for line in preflight.failures() {
-        eprintln!("kactors: {line}");
+        console::err(format_args!("kactors: {line}"));
     }
     let stopping = preflight
         .lines()
@@ -257,7 +262,10 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     )?;
     let run_root = run_dir.root().to_path_buf();
     init_logging(&run_root);
-    eprintln!("kactors: run directory {}", run_root.display());
+    console::err(format_args!(
+        "kactors: run directory {}",
+        run_root.display()
+    ));
     let platform = crate::platform::prepare(&run_root, &settings, &devices.selection, &kernel.root)
         .map_err(|error| {
             CommandError::Environment(format!(
@@ -304,9 +312,9 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
             .unwrap_or(vendor == SelectedVendor::Rocm),
     };
     let progress: Box<dyn ProgressSink> = if args.json {
-        Box::new(JsonProgress)
+        Box::new(JsonProgress::new())
     } else {
-        Box::new(PlainProgress)
+        Box::new(PlainProgress::new())
     };
     let io = RunIo {
         store: Box::new(run_dir),
@@ -328,24 +336,36 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     let result = system.block_on(async move {
         let (sender, receiver) = oneshot::channel();
         let supervisor = Supervisor::new(io, ports, plan, sender).start();
-        forward_interrupts(supervisor).map_err(|error| {
+        forward_signals(supervisor).map_err(|error| {
             CommandError::Environment(format!(
-                "failed to install the SIGINT/SIGTERM handlers: {error}"
+                "failed to install the SIGINT/SIGTERM/SIGHUP handlers: {error}"
             ))
         })?;
-        receiver.await.map_err(|_| {
-            CommandError::Environment("the supervisor stopped without a verdict".into())
-        })
+        Ok::<_, CommandError>(receiver.await)
     })?;
-    if let Some(error) = &result.record_error {
-        eprintln!("kactors: error: {error}");
+    // From here on the run has started: whatever goes wrong is exit 1, never 2.
+    let Ok(result) = result else {
+        console::err("kactors: error: the supervisor stopped without a verdict");
+        return Ok(exit::RUN_FAILED);
+    };
+    if let Some(error) = result
+        .record_error
+        .as_ref()
+        .filter(|error| **error != result.reason)
+    {
+        console::err(format_args!("kactors: error: {error}"));
     }
-    eprintln!(
-        "kactors: {} ({}); report: {}",
+    let report = run_root.join("report.md");
+    let report = if report.is_file() {
+        format!("; report: {}", report.display())
+    } else {
+        String::new()
+    };
+    console::err(format_args!(
+        "kactors: {} ({}){report}",
         outcome_word(&result.outcome),
         result.reason,
-        run_root.join("report.md").display()
-    );
+    ));
     Ok(exit::of_outcome(result.outcome))
 }
 

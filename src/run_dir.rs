@@ -24,6 +24,9 @@ pub enum RunDirError {
 pub struct RunDirectory {
     root: PathBuf,
     journal: File,
+    /// The journal's length after its last complete record: a failed append is cut back to it,
+    /// so that a full disk never leaves a torn line.
+    journal_len: u64,
 }
 
 /// `2026-12-02T10:35:44.123Z` as `20261202T103544Z`: sortable and safe in a file name.
@@ -71,7 +74,11 @@ impl RunDirectory {
             .append(true)
             .open(root.join("journal.jsonl"))
             .map_err(wrap)?;
-        Ok(RunDirectory { root, journal })
+        Ok(RunDirectory {
+            root,
+            journal,
+            journal_len: 0,
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -83,25 +90,48 @@ impl RunDirectory {
     }
 }
 
-/// Writes through a temporary file and a rename, so a reader never sees half a report.
+/// An error of the run directory names the file it was about.
+fn at(path: &Path, error: io::Error) -> io::Error {
+    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// Writes through a temporary file, synced, and a rename, so that a reader never sees half a
+/// file and a crash leaves the old one or the new one; a failed write leaves no temporary file.
 fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
     let temporary = path.with_extension("partial");
-    fs::write(&temporary, contents)?;
-    fs::rename(temporary, path)
+    let written = File::create(&temporary)
+        .and_then(|mut file| {
+            file.write_all(contents.as_bytes())?;
+            file.sync_all()
+        })
+        .and_then(|()| fs::rename(&temporary, path));
+    if let Err(error) = written {
+        let _ = fs::remove_file(&temporary);
+        return Err(at(path, error));
+    }
+    Ok(())
 }
 
 impl RunStore for RunDirectory {
     fn append(&mut self, record: &JournalRecord) -> io::Result<()> {
         let mut line = serde_json::to_vec(&record.to_json())?;
         line.push(b'\n');
-        self.journal.write_all(&line)?;
-        self.journal.flush()?;
-        self.journal.sync_data()
+        let written = self
+            .journal
+            .write_all(&line)
+            .and_then(|()| self.journal.flush())
+            .and_then(|()| self.journal.sync_data());
+        if let Err(error) = written {
+            let _ = self.journal.set_len(self.journal_len);
+            return Err(at(&self.root.join("journal.jsonl"), error));
+        }
+        self.journal_len += line.len() as u64;
+        Ok(())
     }
 
     fn create_candidate_folder(&mut self, id: CandidateId) -> io::Result<PathBuf> {
         let folder = self.candidate_folder(id);
-        fs::create_dir_all(&folder)?;
+        fs::create_dir_all(&folder).map_err(|error| at(&folder, error))?;
         Ok(folder)
     }
 
@@ -117,7 +147,8 @@ impl RunStore for RunDirectory {
                 format!("`{name}` is not a plain file name"),
             ));
         }
-        fs::write(self.candidate_folder(id).join(name), contents)
+        let path = self.candidate_folder(id).join(name);
+        fs::write(&path, contents).map_err(|error| at(&path, error))
     }
 
     fn write_best_kernel(&mut self, source: &str) -> io::Result<()> {
@@ -126,9 +157,10 @@ impl RunStore for RunDirectory {
 
     fn prepare_folder(&mut self, name: &str, files: &[(String, String)]) -> io::Result<PathBuf> {
         let folder = self.root.join(name);
-        fs::create_dir_all(&folder)?;
+        fs::create_dir_all(&folder).map_err(|error| at(&folder, error))?;
         for (file, contents) in files {
-            fs::write(folder.join(file), contents)?;
+            let path = folder.join(file);
+            fs::write(&path, contents).map_err(|error| at(&path, error))?;
         }
         Ok(folder)
     }

@@ -1,5 +1,5 @@
 //! Signals, both ways: SIGINT and SIGTERM reaching kactors become `Interrupt` messages to the
-//! Supervisor, and the Watchdog's `GroupSignaller` port ends child process groups.
+//! Supervisor (SIGHUP is ignored), and the Watchdog's `GroupSignaller` port ends child process groups.
 
 use actix::Addr;
 use actors::ports::{GroupId, GroupSignaller};
@@ -9,14 +9,21 @@ use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 
 /// Forwards every SIGINT and SIGTERM to the Supervisor, which decides what each one means.
-pub fn forward_interrupts(supervisor: Addr<Supervisor>) -> std::io::Result<()> {
+/// SIGHUP (a dropped ssh session, a closed terminal) is noted in kactors.log and otherwise
+/// ignored: the run goes on unattended, its progress dropped once the terminal is gone.
+pub fn forward_signals(supervisor: Addr<Supervisor>) -> std::io::Result<()> {
     let mut interrupts = signal(SignalKind::interrupt())?;
     let mut terminations = signal(SignalKind::terminate())?;
+    let mut hangups = signal(SignalKind::hangup())?;
     actix_rt::spawn(async move {
         loop {
             let name = tokio::select! {
                 Some(()) = interrupts.recv() => "SIGINT",
                 Some(()) = terminations.recv() => "SIGTERM",
+                Some(()) = hangups.recv() => {
+                    tracing::warn!("SIGHUP: the terminal went away; the run goes on unattended");
+                    continue;
+                }
                 else => break,
             };
             supervisor.do_send(Interrupt {

@@ -1,15 +1,20 @@
 //! The Collector: the only writer of kactors' records. It stamps every event with the run's
 //! clock, appends it to the journal, shows progress, creates each candidate's folder before
-//! anything runs in it, and writes best_kernel.py and report.md at the end. Disk work happens on
-//! a thread of its own so that no handler blocks; the thread keeps the records in order.
+//! anything runs in it, rewrites best_kernel.py whenever the best changes, and writes report.md
+//! at the end. Disk work happens on a thread of its own so that no handler blocks; the thread
+//! keeps the records in order.
+//!
+//! A run whose records cannot be kept must not go on: the first failed write (a full disk) and
+//! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
 
 use actix::prelude::*;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::journal::{Event, JournalRecord};
 use crate::model::CandidateId;
@@ -46,14 +51,35 @@ pub struct WriteCandidateFile {
     pub contents: String,
 }
 
+/// The best verified kernel changed: best_kernel.py is rewritten at once (write, fsync, rename),
+/// so that a run that dies still leaves its best kernel.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct BestChanged {
+    pub candidate: CandidateId,
+    pub time_ms: f64,
+    pub source: String,
+}
+
 /// The last record of a run: journal it, write best_kernel.py and report.md, then answer.
-/// Answers with the first disk error of the run, if there was one.
+/// Answers with the first disk error of the run, if there was one. A `run_finished` that names
+/// no best kernel gets the best this Collector was told of (after a Manager that died).
 #[derive(Message)]
 #[rtype(result = "Result<(), String>")]
 pub struct FinishRun {
     pub event: Event,
     pub best_source: Option<String>,
 }
+
+/// The run directory could not be written (the first failure, with the path and the OS error),
+/// or the writer thread died. Sent once, to whoever the Collector was started for.
+#[derive(Message, Clone, Debug, PartialEq)]
+#[rtype(result = "()")]
+pub struct RecordsFailed {
+    pub message: String,
+}
+
+const WRITER_GONE: &str = "the collector's writer thread is gone";
 
 enum Command {
     Append(JournalRecord),
@@ -63,6 +89,7 @@ enum Command {
         oneshot::Sender<Result<PathBuf, String>>,
     ),
     Write(CandidateId, String, String),
+    Best(String),
     Folder(
         String,
         Vec<(String, String)>,
@@ -80,23 +107,67 @@ pub struct Collector {
     clock: Arc<dyn Clock>,
     summary: RunSummary,
     commands: mpsc::Sender<Command>,
+    best: Option<(CandidateId, f64)>,
+    /// What stopped the writer thread, published by it, for the answers it can no longer give.
+    failure: watch::Receiver<Option<String>>,
+}
+
+/// The writer thread's answer to a request; unanswered, what the thread died of, once it has
+/// said so (a dying thread drops the request's reply before its last words reach us).
+async fn answer_of<T>(
+    answer: oneshot::Receiver<Result<T, String>>,
+    mut failure: watch::Receiver<Option<String>>,
+) -> Result<T, String> {
+    if let Ok(answered) = answer.await {
+        return answered;
+    }
+    match failure.wait_for(Option::is_some).await {
+        Ok(first) => Err(first.clone().unwrap_or_else(|| WRITER_GONE.into())),
+        Err(_) => Err(WRITER_GONE.into()),
+    }
 }
 
 impl Collector {
+    /// Starts the writer thread. `failed` hears of the first write that fails and of the
+    /// thread's death.
     pub fn new(
         store: Box<dyn RunStore>,
         progress: Box<dyn ProgressSink>,
         clock: Arc<dyn Clock>,
+        failed: Recipient<RecordsFailed>,
     ) -> Self {
         let (commands, receiver) = mpsc::channel();
-        thread::Builder::new()
+        let (failure_sender, failure) = watch::channel(None);
+        let report = Reporter {
+            failed,
+            failure: Arc::new(failure_sender),
+        };
+        let report_start = report.clone();
+        let spawned = thread::Builder::new()
             .name("kactors-collector".into())
-            .spawn(move || write_records(store, progress, receiver))
-            .expect("the collector's writer thread starts");
+            .spawn(move || {
+                let died = catch_unwind(AssertUnwindSafe(|| {
+                    write_records(store, progress, receiver, &report)
+                }));
+                if let Err(panic) = died {
+                    report.failed(format!(
+                        "the collector's writer thread died: {}",
+                        panic_message(panic.as_ref())
+                    ));
+                }
+            });
+        if let Err(error) = spawned {
+            // Without the thread nothing can be recorded: the run stops before it starts.
+            report_start.failed(format!(
+                "failed to start the collector's writer thread: {error}"
+            ));
+        }
         Collector {
             clock,
             summary: RunSummary::default(),
             commands,
+            best: None,
+            failure,
         }
     }
 
@@ -114,18 +185,20 @@ impl Actor for Collector {
     type Context = Context<Self>;
 }
 
-/// The writer thread: runs until the Collector is gone. The first disk error is remembered and
-/// reported when the run finishes; later records are still attempted.
+/// The writer thread: runs until the Collector is gone. The first disk error is reported at
+/// once through `failed` and again when the run finishes; later writes are still attempted (a
+/// freed disk lets the last records through) but not reported again.
 fn write_records(
     mut store: Box<dyn RunStore>,
     mut progress: Box<dyn ProgressSink>,
     commands: mpsc::Receiver<Command>,
+    failed: &Reporter,
 ) {
-    let mut first_error: Option<String> = None;
+    let mut errors = FirstError::default();
     for command in commands {
         match command {
             Command::Append(record) => {
-                remember(store.append(&record), "the journal", &mut first_error);
+                let _ = errors.note(store.append(&record), "the journal", failed);
                 progress.record(&record);
             }
             Command::Prepare(candidate, files, reply) => {
@@ -135,36 +208,29 @@ fn write_records(
                     }
                     Ok(folder)
                 });
-                let _ = reply.send(result.map_err(|error| {
-                    format!("failed to prepare the folder of candidate {candidate}: {error}")
-                }));
+                let what = format!("the folder of candidate {candidate}");
+                let _ = reply.send(errors.note(result, &what, failed));
             }
             Command::Folder(name, files, reply) => {
-                let result = store
-                    .prepare_folder(&name, &files)
-                    .map_err(|error| format!("failed to prepare {name}/: {error}"));
-                let _ = reply.send(result);
+                let result = store.prepare_folder(&name, &files);
+                let _ = reply.send(errors.note(result, &format!("{name}/"), failed));
             }
             Command::Write(candidate, name, contents) => {
                 let result = store.write_candidate_file(candidate, &name, &contents);
-                remember(
-                    result,
-                    &format!("{name} of candidate {candidate}"),
-                    &mut first_error,
-                );
+                let what = format!("{name} of candidate {candidate}");
+                let _ = errors.note(result, &what, failed);
+            }
+            Command::Best(source) => {
+                let _ = errors.note(store.write_best_kernel(&source), "best_kernel.py", failed);
             }
             Command::Finish(record, best_source, report, reply) => {
-                remember(store.append(&record), "the journal", &mut first_error);
+                let _ = errors.note(store.append(&record), "the journal", failed);
                 progress.record(&record);
                 if let Some(source) = best_source {
-                    remember(
-                        store.write_best_kernel(&source),
-                        "best_kernel.py",
-                        &mut first_error,
-                    );
+                    let _ = errors.note(store.write_best_kernel(&source), "best_kernel.py", failed);
                 }
-                remember(store.write_report(&report), "report.md", &mut first_error);
-                let _ = reply.send(match first_error.take() {
+                let _ = errors.note(store.write_report(&report), "report.md", failed);
+                let _ = reply.send(match errors.first.take() {
                     Some(error) => Err(error),
                     None => Ok(()),
                 });
@@ -173,11 +239,61 @@ fn write_records(
     }
 }
 
-fn remember(result: std::io::Result<()>, what: &str, first_error: &mut Option<String>) {
-    if let Err(error) = result {
-        tracing::error!("failed to write {what}: {error}");
-        first_error.get_or_insert_with(|| format!("failed to write {what}: {error}"));
+/// The first failure to write the run directory; later ones go to the log's debug level only,
+/// so that a full disk makes one line, not thousands.
+#[derive(Default)]
+struct FirstError {
+    first: Option<String>,
+    reported: bool,
+}
+
+impl FirstError {
+    fn note<T>(
+        &mut self,
+        result: std::io::Result<T>,
+        what: &str,
+        failed: &Reporter,
+    ) -> Result<T, String> {
+        result.map_err(|error| {
+            let message = format!("failed to write {what}: {error}");
+            if self.reported {
+                tracing::debug!("{message}");
+            } else {
+                self.reported = true;
+                // Into kactors.log only: `run` ends with the one line a user sees about it.
+                tracing::info!("{message}");
+                failed.failed(message.clone());
+            }
+            self.first.get_or_insert_with(|| message.clone());
+            message
+        })
     }
+}
+
+/// Tells the Supervisor of a failure, and keeps it for the answers the thread may not give.
+#[derive(Clone)]
+struct Reporter {
+    failed: Recipient<RecordsFailed>,
+    failure: Arc<watch::Sender<Option<String>>>,
+}
+
+impl Reporter {
+    fn failed(&self, message: String) {
+        self.failure.send_if_modified(|first| {
+            let unset = first.is_none();
+            first.get_or_insert_with(|| message.clone());
+            unset
+        });
+        self.failed.do_send(RecordsFailed { message });
+    }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| text.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 impl Handler<Record> for Collector {
@@ -194,14 +310,11 @@ impl Handler<PrepareCandidate> for Collector {
 
     fn handle(&mut self, message: PrepareCandidate, _: &mut Context<Self>) -> Self::Result {
         let (reply, answer) = oneshot::channel();
+        let failure = self.failure.clone();
         let _ = self
             .commands
             .send(Command::Prepare(message.candidate, message.files, reply));
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err("the collector's writer thread is gone".into()))
-        })
+        Box::pin(answer_of(answer, failure))
     }
 }
 
@@ -210,14 +323,11 @@ impl Handler<PrepareFolder> for Collector {
 
     fn handle(&mut self, message: PrepareFolder, _: &mut Context<Self>) -> Self::Result {
         let (reply, answer) = oneshot::channel();
+        let failure = self.failure.clone();
         let _ = self
             .commands
             .send(Command::Folder(message.name, message.files, reply));
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err("the collector's writer thread is gone".into()))
-        })
+        Box::pin(answer_of(answer, failure))
     }
 }
 
@@ -233,20 +343,37 @@ impl Handler<WriteCandidateFile> for Collector {
     }
 }
 
+impl Handler<BestChanged> for Collector {
+    type Result = ();
+
+    fn handle(&mut self, message: BestChanged, _: &mut Context<Self>) {
+        self.best = Some((message.candidate, message.time_ms));
+        let _ = self.commands.send(Command::Best(message.source));
+    }
+}
+
 impl Handler<FinishRun> for Collector {
     type Result = ResponseFuture<Result<(), String>>;
 
     fn handle(&mut self, message: FinishRun, _: &mut Context<Self>) -> Self::Result {
-        let record = self.stamp(message.event);
+        let mut event = message.event;
+        if let Event::RunFinished {
+            best_candidate: best_candidate @ None,
+            best_ms,
+            ..
+        } = &mut event
+            && let Some((candidate, time_ms)) = self.best
+        {
+            *best_candidate = Some(candidate);
+            *best_ms = Some(time_ms);
+        }
+        let record = self.stamp(event);
         let report = self.summary.render_markdown();
         let (reply, answer) = oneshot::channel();
+        let failure = self.failure.clone();
         let _ = self
             .commands
             .send(Command::Finish(record, message.best_source, report, reply));
-        Box::pin(async move {
-            answer
-                .await
-                .unwrap_or_else(|_| Err("the collector's writer thread is gone".into()))
-        })
+        Box::pin(answer_of(answer, failure))
     }
 }

@@ -11,6 +11,7 @@ pub mod journal;
 pub mod llm_broker;
 pub mod manager;
 pub mod model;
+pub mod panic_note;
 pub mod ports;
 pub mod profiler;
 pub mod report;

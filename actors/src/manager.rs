@@ -21,7 +21,9 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::analysis::{AnalyzedBottleneck, parse_bottlenecks, parse_lesson};
-use crate::collector::{Collector, PrepareCandidate, PrepareFolder, Record, WriteCandidateFile};
+use crate::collector::{
+    BestChanged, Collector, PrepareCandidate, PrepareFolder, Record, WriteCandidateFile,
+};
 use crate::gpu_worker::{
     Evaluate, Evaluated, Finale, GpuWorker, Profile, RunUserTest, TimeReferences,
 };
@@ -37,7 +39,7 @@ use crate::search::{
     Beam, Pacing, PlannedCandidate, SearchKind, SearchSettings, SteadyPlan, first_free_device,
     plan_round, virtual_round,
 };
-use crate::supervisor::{RestartWorker, RunDone, Supervisor};
+use crate::supervisor::{ManagerDied, RestartWorker, RunDone, Supervisor};
 
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
@@ -70,11 +72,42 @@ pub struct StartRun {
     pub initial_source: KernelSource,
 }
 
-/// Stop starting new work and end the run as interrupted.
+/// Why a run is stopped from outside the search.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    /// SIGINT or SIGTERM: the run ends as interrupted.
+    Signal(String),
+    /// The run cannot go on (its records cannot be written): it ends as failed, with this reason.
+    Failed(String),
+}
+
+/// Stop starting new work, cancel the LLM requests in flight and end the run.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StopRun {
-    pub signal: String,
+    pub why: Stop,
+}
+
+/// The finale is over: the run is done once no LLM reply is outstanding.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct FinaleDone(RunDone);
+
+/// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
+/// panicking handler ends the actor silently otherwise, and the run would hang.
+struct DeathNotice {
+    supervisor: Addr<Supervisor>,
+    armed: bool,
+}
+
+impl Drop for DeathNotice {
+    fn drop(&mut self) {
+        if self.armed {
+            let message = crate::panic_note::latest()
+                .unwrap_or_else(|| "it stopped before the run was done".into());
+            self.supervisor.do_send(ManagerDied { message });
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -200,6 +233,20 @@ pub struct Manager {
     exhausted: bool,
     budget_reached: Option<String>,
     finished: bool,
+    /// LLM requests sent and not answered, by request id, each with the `*_received` record
+    /// that says it was cancelled should the run end without its reply.
+    outstanding: BTreeMap<String, Event>,
+    /// Proposals (and refinements) answered, and the last transport or server error of any
+    /// request: a first round in which no proposal was answered ends the run.
+    proposals_answered: u64,
+    llm_last_error: Option<String>,
+    /// The best verified kernel best_kernel.py holds.
+    best_written: Option<(CandidateId, f64)>,
+    /// The run's end, held until the finale is over and no reply is outstanding.
+    done: Option<RunDone>,
+    death_notice: DeathNotice,
+    /// This actor's own address, for the finale's end.
+    me: Option<actix::WeakAddr<Manager>>,
 }
 
 impl Manager {
@@ -213,6 +260,10 @@ impl Manager {
     ) -> Self {
         let profiling = settings.profile_parents;
         let device_load = settings.devices.iter().map(|device| (*device, 0)).collect();
+        let death_notice = DeathNotice {
+            supervisor: supervisor.clone(),
+            armed: true,
+        };
         Manager {
             settings,
             supervisor,
@@ -240,6 +291,85 @@ impl Manager {
             exhausted: false,
             budget_reached: None,
             finished: false,
+            outstanding: BTreeMap::new(),
+            proposals_answered: 0,
+            llm_last_error: None,
+            best_written: None,
+            done: None,
+            death_notice,
+            me: None,
+        }
+    }
+
+    /// Journals an LLM request and remembers it until its reply, with the record that says it
+    /// was cancelled should the run end first.
+    fn requested(&mut self, request_id: &str, requested: Event, cancelled: Event) {
+        self.record(requested);
+        self.outstanding.insert(request_id.to_string(), cancelled);
+    }
+
+    /// A reply came: false when its request was cancelled already (the run ended and journaled
+    /// it), in which case the reply is dropped.
+    fn answered<T>(&mut self, request_id: &str, answer: &Result<T, LlmError>) -> bool {
+        if self.outstanding.remove(request_id).is_none() {
+            return false;
+        }
+        if let Err(LlmError::Failed(reason)) = answer {
+            self.llm_last_error = Some(reason.clone());
+        }
+        true
+    }
+
+    /// Journals every outstanding request as cancelled, with `why`.
+    fn cancel_outstanding(&mut self, why: &str) {
+        for (_, cancelled) in std::mem::take(&mut self.outstanding) {
+            self.record(cancelled_because(cancelled, why));
+        }
+    }
+
+    /// Why the run must end after its first round: no proposal got an answer, and a request
+    /// failed in transport or with an error status (not exhaustion, not the budget).
+    fn nothing_answered(&self) -> Option<String> {
+        if self.proposals_answered > 0 {
+            return None;
+        }
+        let error = self.llm_last_error.as_ref()?;
+        Some(format!("no LLM request succeeded: {error}"))
+    }
+
+    /// Rewrites best_kernel.py when a verified kernel beats the one it holds.
+    fn note_verified(&mut self, kernel: &RankedKernel) {
+        if self
+            .best_written
+            .is_some_and(|(_, best_ms)| best_ms <= kernel.time_ms)
+        {
+            return;
+        }
+        self.best_written = Some((kernel.id, kernel.time_ms));
+        self.collector.do_send(BestChanged {
+            candidate: kernel.id,
+            time_ms: kernel.time_ms,
+            source: kernel.source.text().to_string(),
+        });
+    }
+
+    /// Whether a lesson drawn now could still reach a prompt: not after the last round's
+    /// proposals are all rendered (refinement prompts carry no lessons).
+    fn lessons_still_used(&self, round: u32) -> bool {
+        match &self.steady {
+            Some(steady) => !steady.plan.complete() || !self.preparing.is_empty(),
+            None => round < self.settings.search.max_rounds,
+        }
+    }
+
+    /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
+    fn hand_over_when_quiet(&mut self) {
+        if !self.outstanding.is_empty() {
+            return;
+        }
+        if let Some(done) = self.done.take() {
+            self.death_notice.armed = false;
+            self.supervisor.do_send(done);
         }
     }
 
@@ -422,6 +552,7 @@ impl Manager {
         }
         if let Resolution::Verified(kernel, _) = &resolution {
             self.verified_ms.insert(kernel.id, kernel.time_ms);
+            self.note_verified(kernel);
         }
         let Some(parent) = slot.parent else {
             return self.initial_resolved(resolution, ctx);
@@ -590,6 +721,11 @@ impl Manager {
                 steady.stopped = Some(format!("no faster kernel in {stale_rounds} rounds"));
             }
             self.record_round_end(&round);
+            if round.number == 1
+                && let Some(reason) = self.nothing_answered()
+            {
+                return self.finish(RunOutcome::Failed, reason);
+            }
         }
     }
 
@@ -688,7 +824,7 @@ impl Manager {
         ctx: &mut Context<Self>,
     ) {
         let parent = slot.parent.expect("only proposals get a reflexion");
-        if self.llm_closed() {
+        if self.llm_closed() || !self.lessons_still_used(slot.round) {
             return;
         }
         let Some(parent_time_ms) = self.verified_ms.get(&parent).copied() else {
@@ -726,16 +862,20 @@ impl Manager {
                 return self.record(received(None, None, Some(error)));
             }
         };
-        self.record(Event::ReflexionRequested {
-            candidate: slot.id,
-            parent,
-            round: slot.round,
-            device: slot.device,
-            request_id: request_id.clone(),
-        });
+        self.requested(
+            &request_id,
+            Event::ReflexionRequested {
+                candidate: slot.id,
+                parent,
+                round: slot.round,
+                device: slot.device,
+                request_id: request_id.clone(),
+            },
+            received(None, None, None),
+        );
         let user = prompt.user.clone();
         let answer = self.broker.send(Propose(LlmRequest {
-            request_id,
+            request_id: request_id.clone(),
             kind: RequestKind::Reflexion,
             candidate: slot.id,
             round: slot.round,
@@ -743,11 +883,11 @@ impl Manager {
             prompt: prompt.user,
         }));
         ctx.spawn(answer.into_actor(self).map(move |answer, manager, _| {
-            if manager.finished {
-                return;
-            }
             let answer =
                 answer.unwrap_or_else(|_| Err(LlmError::Failed("the llm broker is gone".into())));
+            if !manager.answered(&request_id, &answer) {
+                return;
+            }
             match answer {
                 Ok(reply) => {
                     manager.write_files(
@@ -774,9 +914,12 @@ impl Manager {
                 }
                 Err(error) => {
                     manager.record(received(None, None, Some(error.to_string())));
-                    manager.note_llm_error(&error);
+                    if !manager.finished {
+                        manager.note_llm_error(&error);
+                    }
                 }
             }
+            manager.hand_over_when_quiet();
         }));
     }
 
@@ -1026,12 +1169,16 @@ impl Manager {
                 return self.propose_prepared(&parent, requested, ctx);
             }
         };
-        self.record(Event::AnalysisRequested {
-            candidate: parent.id,
-            round,
-            request_id: request_id.clone(),
-            requested,
-        });
+        self.requested(
+            &request_id,
+            Event::AnalysisRequested {
+                candidate: parent.id,
+                round,
+                request_id: request_id.clone(),
+                requested,
+            },
+            received(&[], None, None),
+        );
         let user = prompt.user.clone();
         let answer = self.broker.send(Propose(LlmRequest {
             request_id: request_id.clone(),
@@ -1042,11 +1189,11 @@ impl Manager {
             prompt: prompt.user,
         }));
         ctx.spawn(answer.into_actor(self).map(move |answer, manager, ctx| {
-            if manager.finished {
-                return;
-            }
             let answer =
                 answer.unwrap_or_else(|_| Err(LlmError::Failed("the llm broker is gone".into())));
+            if !manager.answered(&request_id, &answer) {
+                return;
+            }
             let bottlenecks = match answer {
                 Ok(reply) => {
                     manager.write_files(
@@ -1063,11 +1210,16 @@ impl Manager {
                 }
                 Err(error) => {
                     manager.record(received(&[], None, Some(error.to_string())));
-                    manager.note_llm_error(&error);
+                    if !manager.finished {
+                        manager.note_llm_error(&error);
+                    }
                     Vec::new()
                 }
             };
             manager.analyses.insert(parent.id, bottlenecks);
+            if manager.finished {
+                return manager.hand_over_when_quiet();
+            }
             manager.propose_prepared(&parent, requested, ctx);
         }));
     }
@@ -1141,14 +1293,18 @@ impl Manager {
         refining: Option<Refining>,
         ctx: &mut Context<Self>,
     ) {
-        self.record(Event::ProposalRequested {
-            candidate: slot.id,
-            parent: slot.parent.expect("proposals have parents"),
-            round: slot.round,
-            device: slot.device,
-            request_id: request_id.clone(),
-            kind,
-        });
+        self.requested(
+            &request_id,
+            Event::ProposalRequested {
+                candidate: slot.id,
+                parent: slot.parent.expect("proposals have parents"),
+                round: slot.round,
+                device: slot.device,
+                request_id: request_id.clone(),
+                kind,
+            },
+            proposal_received(&slot, &request_id, "cancelled", None, None),
+        );
         let user = prompt.user.clone();
         let request = LlmRequest {
             request_id: request_id.clone(),
@@ -1162,6 +1318,23 @@ impl Manager {
         ctx.spawn(answer.into_actor(self).map(move |answer, manager, ctx| {
             let answer =
                 answer.unwrap_or_else(|_| Err(LlmError::Failed("the llm broker is gone".into())));
+            if !manager.answered(&request_id, &answer) {
+                return;
+            }
+            if answer.is_ok() {
+                manager.proposals_answered += 1;
+            }
+            if manager.finished {
+                // The run ended while this was asked for (a limit, the budget): the reply is
+                // journaled, for its tokens and cost, and not evaluated.
+                let (outcome, reply, error) = match &answer {
+                    Ok(reply) if reply.code.is_some() => ("code", Some(reply), None),
+                    Ok(reply) => ("no_code", Some(reply), None),
+                    Err(error) => ("failed", None, Some(error.to_string())),
+                };
+                manager.record(proposal_received(&slot, &request_id, outcome, reply, error));
+                return manager.hand_over_when_quiet();
+            }
             manager.proposal_answered(slot, request_id, user, refining, answer, ctx);
         }));
     }
@@ -1177,9 +1350,6 @@ impl Manager {
         answer: Result<LlmReply, LlmError>,
         ctx: &mut Context<Self>,
     ) {
-        if self.finished {
-            return;
-        }
         let slot = match self.steady.as_mut() {
             Some(steady) if slot.refinements == 0 => {
                 steady.asking.remove(&slot.id);
@@ -1205,20 +1375,8 @@ impl Manager {
         answer: Result<LlmReply, LlmError>,
         ctx: &mut Context<Self>,
     ) {
-        let parent = slot.parent.expect("proposals have parents");
         let received = |outcome: &str, reply: Option<&LlmReply>, error: Option<String>| {
-            Event::ProposalReceived {
-                candidate: slot.id,
-                parent,
-                round: slot.round,
-                device: slot.device,
-                request_id: request_id.clone(),
-                outcome: outcome.to_string(),
-                truncated: reply.is_some_and(|r| r.truncated),
-                usage: reply.and_then(|r| r.usage),
-                cost_usd: reply.and_then(|r| r.cost_usd),
-                error,
-            }
+            proposal_received(&slot, &request_id, outcome, reply, error)
         };
         // A refinement that brings no new code ends the candidate with the failure it was
         // asked to fix; a first proposal without code fails (or is not proposed) on its own.
@@ -1362,6 +1520,11 @@ impl Manager {
         beam.absorb(std::mem::take(&mut round.results));
         let stale_rounds = beam.rounds_without_improvement();
         self.record_round_end(&round);
+        if round.number == 1
+            && let Some(reason) = self.nothing_answered()
+        {
+            return self.finish(RunOutcome::Failed, reason);
+        }
         let search = self.settings.search;
         let stop_reason = if self.exhausted {
             Some("the llm provider has no more proposals".to_string())
@@ -1389,6 +1552,9 @@ impl Manager {
             return;
         }
         self.finished = true;
+        if outcome != RunOutcome::Completed {
+            self.cancel_outstanding(&format!("the run ended before the reply came ({reason})"));
+        }
         let best = self.beam.as_ref().map(|beam| beam.best().clone());
         let done = RunDone {
             outcome,
@@ -1400,14 +1566,17 @@ impl Manager {
             (RunOutcome::Completed, Some(best), Some(initial)) => {
                 self.finale(done, best, initial.clone())
             }
-            _ => self.supervisor.do_send(done),
+            _ => {
+                self.done = Some(done);
+                self.hand_over_when_quiet();
+            }
         }
     }
 
     /// The end of a run that ended as planned: the initial kernel, the final beam and PyTorch's
     /// references timed again in one fresh evaluator, interleaved; the best kernel profiled if
     /// it has no profile yet; the best kernel staged beside problem.py and test.py and the user's
-    /// own test run there. Then the Supervisor hears that the run is done.
+    /// own test run there. Then the run is done, once every outstanding reply is in.
     fn finale(&mut self, done: RunDone, best: RankedKernel, initial: RankedKernel) {
         let mut kernels = vec![(initial.id, initial.source)];
         for member in self.beam.as_ref().map(Beam::members).unwrap_or_default() {
@@ -1419,7 +1588,7 @@ impl Manager {
         let device = self.settings.devices[0];
         let worker = self.workers[&device].clone();
         let collector = self.collector.clone();
-        let supervisor = self.supervisor.clone();
+        let manager = self.me.clone();
         let deadline = self.settings.step_deadline;
         let mut staged = self.settings.final_files.clone();
         staged.push(("kernel.py".to_string(), best.source.text().to_string()));
@@ -1525,9 +1694,44 @@ impl Manager {
                 },
             };
             collector.do_send(Record(event));
-            supervisor.do_send(done);
+            if let Some(manager) = manager.and_then(|weak| weak.upgrade()) {
+                manager.do_send(FinaleDone(done));
+            }
         });
     }
+}
+
+fn proposal_received(
+    slot: &Slot,
+    request_id: &str,
+    outcome: &str,
+    reply: Option<&LlmReply>,
+    error: Option<String>,
+) -> Event {
+    Event::ProposalReceived {
+        candidate: slot.id,
+        parent: slot.parent.expect("proposals have parents"),
+        round: slot.round,
+        device: slot.device,
+        request_id: request_id.to_string(),
+        outcome: outcome.to_string(),
+        truncated: reply.is_some_and(|r| r.truncated),
+        usage: reply.and_then(|r| r.usage),
+        cost_usd: reply.and_then(|r| r.cost_usd),
+        error,
+    }
+}
+
+/// A `*_received` record for a request the run ended without: its error says why.
+fn cancelled_because(mut cancelled: Event, why: &str) -> Event {
+    let text = format!("cancelled: {why}");
+    match &mut cancelled {
+        Event::ProposalReceived { error, .. }
+        | Event::AnalysisReceived { error, .. }
+        | Event::ReflexionReceived { error, .. } => *error = Some(text),
+        _ => {}
+    }
+    cancelled
 }
 
 fn resolution_of(id: CandidateId, source: &KernelSource, evaluated: Evaluated) -> Resolution {
@@ -1560,6 +1764,19 @@ fn resolution_of(id: CandidateId, source: &KernelSource, evaluated: Evaluated) -
 
 impl Actor for Manager {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address().downgrade());
+    }
+}
+
+impl Handler<FinaleDone> for Manager {
+    type Result = ();
+
+    fn handle(&mut self, message: FinaleDone, _: &mut Context<Self>) {
+        self.done = Some(message.0);
+        self.hand_over_when_quiet();
+    }
 }
 
 impl Handler<StartRun> for Manager {
@@ -1586,12 +1803,19 @@ impl Handler<StopRun> for Manager {
     type Result = ();
 
     fn handle(&mut self, message: StopRun, _: &mut Context<Self>) {
-        self.record(Event::Interrupted {
-            signal: message.signal.clone(),
-        });
-        self.finish(
-            RunOutcome::Interrupted,
-            format!("interrupted by {}", message.signal),
-        );
+        let (outcome, reason) = match message.why {
+            Stop::Signal(signal) => {
+                self.record(Event::Interrupted {
+                    signal: signal.clone(),
+                });
+                (RunOutcome::Interrupted, format!("interrupted by {signal}"))
+            }
+            Stop::Failed(reason) => (RunOutcome::Failed, reason),
+        };
+        // A run already in its finale waits for no reply: the finale's own steps end with the
+        // children the Supervisor is ending.
+        self.cancel_outstanding(&format!("the run ended before the reply came ({reason})"));
+        self.finish(outcome, reason);
+        self.hand_over_when_quiet();
     }
 }

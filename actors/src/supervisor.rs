@@ -15,11 +15,11 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
-use crate::collector::{Collector, FinishRun, Record};
+use crate::collector::{Collector, FinishRun, Record, RecordsFailed};
 use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::{CloseBroker, LlmBroker};
-use crate::manager::{Manager, ManagerSettings, StartRun, StopRun};
+use crate::manager::{Manager, ManagerSettings, StartRun, Stop, StopRun};
 use crate::model::{DeviceId, KernelSource, RankedKernel};
 use crate::ports::{
     Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
@@ -86,6 +86,14 @@ pub struct RunDone {
 pub struct RestartWorker {
     pub device: DeviceId,
     pub dead: Addr<GpuWorker>,
+}
+
+/// The Manager's actor is gone without having finished the run (a handler panicked): its guard
+/// says so as it is dropped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ManagerDied {
+    pub message: String,
 }
 
 /// SIGINT or SIGTERM reached kactors. The first stops the run; a second kills every child group
@@ -162,8 +170,10 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        crate::panic_note::install();
         let io = self.io.take().expect("the supervisor starts once");
-        let collector = Collector::new(io.store, io.progress, io.clock).start();
+        let collector =
+            Collector::new(io.store, io.progress, io.clock, ctx.address().recipient()).start();
         let watchdog =
             Watchdog::new(io.signaller, self.plan.kill_grace, Some(collector.clone())).start();
         let ports = (self.ports.take().expect("the supervisor starts once"))(WatchdogClient::new(
@@ -232,32 +242,30 @@ impl Handler<RestartWorker> for Supervisor {
     }
 }
 
-impl Handler<Interrupt> for Supervisor {
-    type Result = ();
-
-    fn handle(&mut self, message: Interrupt, _: &mut Context<Self>) {
-        self.interrupts += 1;
-        let Some(watchdog) = &self.watchdog else {
+impl Supervisor {
+    /// Stops new work and asks the Manager to end the run: its children are ended and, once the
+    /// Manager reports the run done, everything shuts down in order.
+    fn stop_run(&mut self, why: Stop, ctx: &mut Context<Self>) {
+        let _ = self.stop.send(true);
+        if let Some(watchdog) = &self.watchdog {
+            watchdog.do_send(TerminateAll);
+        }
+        let Some(manager) = &self.manager else {
             return;
         };
-        if self.interrupts == 1 {
-            let _ = self.stop.send(true);
-            watchdog.do_send(TerminateAll);
-            if let Some(manager) = &self.manager {
-                manager.do_send(StopRun {
-                    signal: message.signal,
-                });
-            }
-        } else {
-            watchdog.do_send(KillAll);
+        if let Err(SendError::Closed(_)) = manager.try_send(StopRun { why: why.clone() }) {
+            // A Manager that died tells us so as it is dropped; should that notice be lost, the
+            // stop it could not take still ends the run.
+            let message = "the manager's mailbox is closed".to_string();
+            ctx.notify(ManagerDied { message });
         }
     }
-}
 
-impl Handler<RunDone> for Supervisor {
-    type Result = ResponseActFuture<Self, ()>;
-
-    fn handle(&mut self, message: RunDone, _: &mut Context<Self>) -> Self::Result {
+    /// Ends every actor in order (workers and so their children, the Profiler, the LlmBroker,
+    /// the Watchdog), journals `run_finished`, writes best_kernel.py and report.md, answers
+    /// `run`'s caller and stops the system. A run whose records could not all be written ends
+    /// as failed, whatever it was before.
+    fn shut_down(&mut self, done: RunDone) -> ResponseActFuture<Self, ()> {
         self.shutting_down = true;
         let _ = self.stop.send(true);
         let workers: Vec<Addr<GpuWorker>> = self.workers.values().cloned().collect();
@@ -279,13 +287,13 @@ impl Handler<RunDone> for Supervisor {
             }
             let _ = watchdog.send(KillAll).await;
             let event = Event::RunFinished {
-                outcome: message.outcome,
-                reason: message.reason.clone(),
-                best_candidate: message.best.as_ref().map(|best| best.id),
-                best_ms: message.best.as_ref().map(|best| best.time_ms),
-                initial_ms: message.initial_ms,
+                outcome: done.outcome,
+                reason: done.reason.clone(),
+                best_candidate: done.best.as_ref().map(|best| best.id),
+                best_ms: done.best.as_ref().map(|best| best.time_ms),
+                initial_ms: done.initial_ms,
             };
-            let best_source = message
+            let best_source = done
                 .best
                 .as_ref()
                 .map(|best| best.source.text().to_string());
@@ -295,11 +303,17 @@ impl Handler<RunDone> for Supervisor {
                 .unwrap_or_else(|_| Err("the collector is gone".into()))
                 .err();
             if let Some(result) = result {
+                let (outcome, reason) = match &record_error {
+                    Some(error) if done.outcome != RunOutcome::Failed => {
+                        (RunOutcome::Failed, error.clone())
+                    }
+                    _ => (done.outcome, done.reason),
+                };
                 let _ = result.send(RunResult {
-                    outcome: message.outcome,
-                    reason: message.reason,
-                    best: message.best,
-                    initial_ms: message.initial_ms,
+                    outcome,
+                    reason,
+                    best: done.best,
+                    initial_ms: done.initial_ms,
                     record_error,
                 });
             }
@@ -309,5 +323,61 @@ impl Handler<RunDone> for Supervisor {
                 .into_actor(self)
                 .map(|(), _, _| System::current().stop()),
         )
+    }
+}
+
+impl Handler<Interrupt> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, message: Interrupt, ctx: &mut Context<Self>) {
+        self.interrupts += 1;
+        let Some(watchdog) = &self.watchdog else {
+            return;
+        };
+        match (self.interrupts, self.shutting_down) {
+            (1, false) => self.stop_run(Stop::Signal(message.signal), ctx),
+            // The run is already ending in order: only its children are hurried.
+            (1, true) => watchdog.do_send(TerminateAll),
+            _ => watchdog.do_send(KillAll),
+        }
+    }
+}
+
+impl Handler<RecordsFailed> for Supervisor {
+    type Result = ();
+
+    /// The run's records cannot be kept: it stops as failed. During the shutdown the failure
+    /// comes back with `FinishRun`'s answer instead.
+    fn handle(&mut self, message: RecordsFailed, ctx: &mut Context<Self>) {
+        if !self.shutting_down {
+            self.stop_run(Stop::Failed(message.message), ctx);
+        }
+    }
+}
+
+impl Handler<ManagerDied> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, message: ManagerDied, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(actix::fut::ready(()));
+        }
+        self.shut_down(RunDone {
+            outcome: RunOutcome::Failed,
+            reason: format!("the manager died: {}", message.message),
+            best: None,
+            initial_ms: None,
+        })
+    }
+}
+
+impl Handler<RunDone> for Supervisor {
+    type Result = ResponseActFuture<Self, ()>;
+
+    fn handle(&mut self, message: RunDone, _: &mut Context<Self>) -> Self::Result {
+        if self.shutting_down {
+            return Box::pin(actix::fut::ready(()));
+        }
+        self.shut_down(message)
     }
 }

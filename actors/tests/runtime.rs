@@ -15,7 +15,7 @@ use actors::model::{
 };
 use actors::ports::*;
 use actors::search::{Pacing, SearchKind, SearchSettings};
-use actors::supervisor::{RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
+use actors::supervisor::{Interrupt, RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
 use tokio::sync::{oneshot, watch};
 
 type Journal = Arc<Mutex<Vec<JournalRecord>>>;
@@ -42,13 +42,39 @@ impl Milestones {
     }
 }
 
+/// How the fake run directory fails, to show what a full disk or a broken writer does.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+enum StoreFault {
+    #[default]
+    None,
+    /// Every append after this many records fails, as on a disk that filled up.
+    FullAfter(usize),
+    /// The append after this many records panics on the writer thread.
+    PanicAfter(usize),
+}
+
 struct MemoryStore {
     journal: Journal,
     milestones: Milestones,
+    fault: StoreFault,
+    best: Arc<Mutex<Vec<String>>>,
 }
 
 impl RunStore for MemoryStore {
     fn append(&mut self, record: &JournalRecord) -> std::io::Result<()> {
+        let written = self.journal.lock().unwrap().len();
+        match self.fault {
+            StoreFault::FullAfter(n) if written >= n => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    "/run/journal.jsonl: No space left on device (os error 28)",
+                ));
+            }
+            StoreFault::PanicAfter(n) if written >= n => {
+                panic!("a deliberate panic on the writer thread")
+            }
+            _ => {}
+        }
         self.journal.lock().unwrap().push(record.clone());
         match &record.event {
             Event::ReflexionReceived {
@@ -69,7 +95,8 @@ impl RunStore for MemoryStore {
     fn write_candidate_file(&mut self, _: CandidateId, _: &str, _: &str) -> std::io::Result<()> {
         Ok(())
     }
-    fn write_best_kernel(&mut self, _: &str) -> std::io::Result<()> {
+    fn write_best_kernel(&mut self, source: &str) -> std::io::Result<()> {
+        self.best.lock().unwrap().push(source.to_string());
         Ok(())
     }
     fn prepare_folder(&mut self, name: &str, _: &[(String, String)]) -> std::io::Result<PathBuf> {
@@ -366,9 +393,11 @@ impl LlmProvider for ScriptedLlm {
     }
 }
 
-/// Renders plain prompts and keeps every context it was given.
+/// Renders plain prompts and keeps every context it was given; with `panic_on_optimization`, the
+/// first optimization prompt panics inside the Manager's handler.
 #[derive(Default)]
 struct RecordingPrompts {
+    panic_on_optimization: bool,
     optimizations: RefCell<Vec<ProposalContext>>,
     analyses: RefCell<Vec<AnalysisContext>>,
     refinements: RefCell<Vec<RefinementContext>>,
@@ -384,6 +413,9 @@ fn plain(user: String) -> Result<RenderedPrompt, String> {
 
 impl PromptBuilder for RecordingPrompts {
     fn optimization(&self, context: &ProposalContext) -> Result<RenderedPrompt, String> {
+        if self.panic_on_optimization {
+            panic!("a deliberate panic inside the manager");
+        }
         self.optimizations.borrow_mut().push(context.clone());
         plain(format!("improve candidate {}", context.parent))
     }
@@ -412,6 +444,11 @@ struct Scenario {
     analysis: &'static str,
     reflexions: Reflexions,
     max_refinements: u32,
+    store: StoreFault,
+    panicking_manager: bool,
+    /// Sent to the Supervisor once this many candidates have finished (the initial kernel
+    /// counted).
+    interrupt_after: Option<usize>,
 }
 
 impl Default for Scenario {
@@ -427,6 +464,9 @@ impl Default for Scenario {
             analysis: "no analysis available",
             reflexions: Reflexions::Empty,
             max_refinements: 0,
+            store: StoreFault::None,
+            panicking_manager: false,
+            interrupt_after: None,
         }
     }
 }
@@ -453,6 +493,8 @@ struct Ran {
     requests: Vec<LlmRequest>,
     /// The most requests for code the provider had unanswered at once.
     peak_code_requests: usize,
+    /// Every best_kernel.py written, in order.
+    best_written: Vec<String>,
 }
 
 fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
@@ -463,10 +505,13 @@ fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
 fn run_recorded(scenario: Scenario) -> Ran {
     let journal: Journal = Arc::default();
     let milestones = Milestones::new();
+    let best_written = Arc::new(Mutex::new(Vec::new()));
     let io = RunIo {
         store: Box::new(MemoryStore {
             journal: journal.clone(),
             milestones: milestones.clone(),
+            fault: scenario.store,
+            best: best_written.clone(),
         }),
         progress: Box::new(Silent),
         clock: Arc::new(WallClock),
@@ -501,6 +546,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     };
     let requests = Rc::new(RefCell::new(Vec::new()));
     let code_in_flight = Rc::new(RefCell::new((0, 0)));
+    let mut finished = milestones.finished.subscribe();
     let llm = ScriptedLlm {
         answers: RefCell::new(scenario.answers.into()),
         analysis: scenario.analysis,
@@ -510,7 +556,10 @@ fn run_recorded(scenario: Scenario) -> Ran {
         code_requests: watch::channel(0).0,
         code_in_flight: code_in_flight.clone(),
     };
-    let prompts = Rc::new(RecordingPrompts::default());
+    let prompts = Rc::new(RecordingPrompts {
+        panic_on_optimization: scenario.panicking_manager,
+        ..RecordingPrompts::default()
+    });
     let port_prompts = prompts.clone();
     let ports = Box::new(move |_| WorkPorts {
         evaluators: Rc::new(factory),
@@ -518,9 +567,18 @@ fn run_recorded(scenario: Scenario) -> Ran {
         llm: Rc::new(llm),
         prompts: port_prompts,
     });
+    let interrupt_after = scenario.interrupt_after;
     let result = actix::System::new().block_on(async move {
         let (sender, receiver) = oneshot::channel();
-        Supervisor::new(io, ports, plan, sender).start();
+        let supervisor = Supervisor::new(io, ports, plan, sender).start();
+        if let Some(count) = interrupt_after {
+            actix::spawn(async move {
+                let _ = finished.wait_for(|n| *n >= count).await;
+                supervisor.do_send(Interrupt {
+                    signal: "SIGINT".into(),
+                });
+            });
+        }
         tokio::time::timeout(Duration::from_secs(20), receiver)
             .await
             .expect("the run ends within 20 s: nothing waits for an answer that never comes")
@@ -534,12 +592,14 @@ fn run_recorded(scenario: Scenario) -> Ran {
         .collect();
     let requests = requests.borrow().clone();
     let peak_code_requests = code_in_flight.borrow().1;
+    let best_written = best_written.lock().unwrap().clone();
     Ran {
         result,
         events,
         prompts,
         requests,
         peak_code_requests,
+        best_written,
     }
 }
 
@@ -1352,4 +1412,225 @@ fn a_steady_search_ends_when_the_provider_runs_dry() {
         "every round started is finished"
     );
     assert_eq!(result.best.unwrap().time_ms, 5.0);
+}
+
+/// Every `*_requested` record of the journal, each paired with whether a `*_received` for the
+/// same request id follows it before `run_finished`.
+fn unanswered_requests(events: &[Event]) -> Vec<String> {
+    let finished = events
+        .iter()
+        .position(|e| matches!(e, Event::RunFinished { .. }))
+        .unwrap_or(events.len());
+    let mut open: Vec<String> = Vec::new();
+    for event in &events[..finished] {
+        match event {
+            Event::ProposalRequested { request_id, .. }
+            | Event::AnalysisRequested { request_id, .. }
+            | Event::ReflexionRequested { request_id, .. } => open.push(request_id.clone()),
+            Event::ProposalReceived { request_id, .. }
+            | Event::AnalysisReceived { request_id, .. }
+            | Event::ReflexionReceived { request_id, .. } => open.retain(|id| id != request_id),
+            _ => {}
+        }
+    }
+    open
+}
+
+#[test]
+fn a_full_disk_stops_the_run_as_failed_naming_the_file_and_starts_nothing_new() {
+    let answers = (0..8).map(|k| (now(), code(10 + k))).collect();
+    let ran = run_recorded(Scenario {
+        search: beam(1, 2, 4),
+        answers,
+        store: StoreFault::FullAfter(6),
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Failed);
+    assert_eq!(
+        ran.result.reason,
+        "failed to write the journal: /run/journal.jsonl: No space left on device (os error 28)"
+    );
+    assert_eq!(ran.events.len(), 6, "nothing is journaled past the failure");
+    assert!(
+        ran.requests.len() < 8,
+        "new work stops at the first failed write: {} requests",
+        ran.requests.len()
+    );
+}
+
+#[test]
+fn a_writer_thread_that_dies_stops_the_run_and_says_why() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 2, 4),
+        answers: (0..8).map(|k| (now(), code(10 + k))).collect(),
+        store: StoreFault::PanicAfter(4),
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Failed);
+    assert_eq!(
+        ran.result.reason,
+        "the collector's writer thread died: a deliberate panic on the writer thread"
+    );
+}
+
+#[test]
+fn a_manager_that_dies_ends_the_run_as_failed_with_the_best_kernel_kept() {
+    let ran = run_recorded(Scenario {
+        answers: vec![(now(), code(5))],
+        panicking_manager: true,
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Failed);
+    assert!(
+        ran.result
+            .reason
+            .starts_with("the manager died: a deliberate panic inside the manager (at "),
+        "{}",
+        ran.result.reason
+    );
+    match ran.events.last() {
+        Some(Event::RunFinished {
+            outcome: RunOutcome::Failed,
+            best_candidate: Some(CandidateId::INITIAL),
+            best_ms: Some(8.0),
+            ..
+        }) => {}
+        other => panic!("the journal ends with run_finished, failed, naming the best: {other:?}"),
+    }
+    assert_eq!(ran.best_written, vec!["# ms=8".to_string()]);
+}
+
+#[test]
+fn best_kernel_py_is_rewritten_whenever_the_best_changes() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 3, 1),
+        answers: vec![(now(), code(5)), (now(), code(6)), (now(), code(4))],
+        ..Scenario::default()
+    });
+    assert_eq!(
+        ran.result.outcome,
+        RunOutcome::Completed,
+        "{}",
+        ran.result.reason
+    );
+    let written: Vec<&str> = ran.best_written.iter().map(String::as_str).collect();
+    assert_eq!(
+        written,
+        [
+            "# ms=8",
+            "def kernel_function(): pass # ms=5",
+            "def kernel_function(): pass # ms=4",
+            "def kernel_function(): pass # ms=4",
+        ],
+        "each improvement as it comes, and the best once more at the end"
+    );
+}
+
+#[test]
+fn a_first_round_in_which_no_llm_request_succeeded_fails_the_run() {
+    let failed = || {
+        (
+            now(),
+            Err(LlmError::Failed(
+                "gave up after 6 attempts: connection refused (http://127.0.0.1:9/v1)".into(),
+            )),
+        )
+    };
+    let (result, events) = run(Scenario {
+        search: beam(1, 2, 5),
+        answers: vec![failed(), failed()],
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Failed);
+    assert_eq!(
+        result.reason,
+        "no LLM request succeeded: gave up after 6 attempts: connection refused (http://127.0.0.1:9/v1)"
+    );
+    assert_eq!(result.best.unwrap().id, CandidateId::INITIAL);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::RoundStarted { round: 2, .. })),
+        "the run stops after its first round"
+    );
+}
+
+#[test]
+fn a_run_that_got_answers_and_then_lost_the_server_completes() {
+    let failed = || (now(), Err(LlmError::Failed("connection refused".into())));
+    let (result, _) = run(Scenario {
+        search: beam(1, 2, 2),
+        answers: vec![(now(), code(5)), failed(), failed(), failed()],
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
+}
+
+#[test]
+fn a_finished_journal_answers_every_request_and_asks_no_reflexion_of_the_last_round() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 2, 2),
+        answers: (0..4).map(|k| (now(), code(5 + k))).collect(),
+        reflexions: Reflexions::LessonsAfterARound,
+        ..Scenario::default()
+    });
+    assert_eq!(
+        ran.result.outcome,
+        RunOutcome::Completed,
+        "{}",
+        ran.result.reason
+    );
+    assert_eq!(unanswered_requests(&ran.events), Vec::<String>::new());
+    let reflected: Vec<u32> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ReflexionRequested { round, .. } => Some(*round),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reflected,
+        [1, 1],
+        "round 2 is the last: its lessons reach no prompt"
+    );
+}
+
+#[test]
+fn an_interrupt_journals_every_outstanding_request_as_cancelled() {
+    let ran = run_recorded(Scenario {
+        devices: 2,
+        search: beam(1, 3, 2),
+        answers: vec![
+            (now(), code(5)),
+            (When::After(Duration::from_secs(30)), code(6)),
+            (When::After(Duration::from_secs(30)), code(7)),
+        ],
+        interrupt_after: Some(2),
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Interrupted);
+    assert_eq!(unanswered_requests(&ran.events), Vec::<String>::new());
+    let cancelled: Vec<u64> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ProposalReceived {
+                candidate,
+                outcome,
+                error: Some(error),
+                ..
+            } if outcome == "cancelled" => {
+                assert!(
+                    error.starts_with(
+                        "cancelled: the run ended before the reply came (interrupted by SIGINT)"
+                    ),
+                    "{error}"
+                );
+                Some(candidate.0)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cancelled, [2, 3]);
 }

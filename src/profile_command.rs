@@ -16,6 +16,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::ProfileArgs;
 use crate::commands::CommandError;
+use crate::config::ranges::{MAX_DURATION_S, max_duration_words, number_words};
 use crate::config::{CliOverrides, Platform, Strategies, parse_config, resolve};
 use crate::devices::{Device, GpuLock, HostEnvironment, lock_devices, select_devices};
 use crate::exit;
@@ -176,13 +177,16 @@ fn one_device(gpus: Option<&[u32]>) -> Result<Option<u32>, CommandError> {
     }
 }
 
-/// `--pass-timeout` and `--timeout`, which override profile_pass_timeout_s and profile_budget_s.
+/// `--pass-timeout` and `--timeout`, which override profile_pass_timeout_s and profile_budget_s:
+/// more than 0 and at most [`MAX_DURATION_S`], as the keys are.
 fn positive_seconds(flag: &str, seconds: Option<f64>) -> Result<Option<f64>, CommandError> {
     match seconds {
         None => Ok(None),
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(Some(seconds)),
+        Some(seconds) if seconds > 0.0 && seconds <= MAX_DURATION_S => Ok(Some(seconds)),
         Some(seconds) => Err(CommandError::Usage(format!(
-            "{flag} {seconds}: expected a positive number of seconds"
+            "{flag} {}: expected a positive number of seconds, at most {}",
+            number_words(seconds),
+            max_duration_words()
         ))),
     }
 }

@@ -61,11 +61,25 @@ pub(crate) fn platform_name(platform: Platform) -> &'static str {
     }
 }
 
+/// `kactors strategies`: every strategy that loads. A file of the config dir that is not one
+/// (KernelAgent keeps a technique taxonomy beside its configurations) is skipped and named with
+/// the reason, on stderr, or under `skipped` with `--json`.
 fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
     let mut rows = Vec::new();
+    let mut skipped = Vec::new();
     for file in Strategies::new(args.config_dir.config_dir).all()? {
-        let config = parse_config(&file.display_name(), &file.text)?;
-        let settings = resolve(&file, &config, &CliOverrides::default())?;
+        let settings = parse_config(&file.display_name(), &file.text)
+            .and_then(|config| resolve(&file, &config, &CliOverrides::default()));
+        let settings = match settings {
+            Ok(settings) => settings,
+            Err(error) => {
+                skipped.push(serde_json::json!({
+                    "file": file.display_name(),
+                    "reason": error.to_string(),
+                }));
+                continue;
+            }
+        };
         let search = settings.search;
         rows.push(serde_json::json!({
             "name": file.name,
@@ -75,17 +89,31 @@ fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
         }));
     }
     if args.json {
-        println!("{}", serde_json::json!({ "strategies": rows }));
-    } else {
-        for row in &rows {
-            println!(
-                "{:<14} {:<9} {:<20} {}",
-                row["name"].as_str().unwrap_or_default(),
-                row["platform"].as_str().unwrap_or_default(),
-                row["search"].as_str().unwrap_or_default(),
-                row["file"].as_str().unwrap_or_default()
-            );
-        }
+        println!(
+            "{}",
+            serde_json::json!({ "strategies": rows, "skipped": skipped })
+        );
+        return Ok(());
+    }
+    let name_width = rows
+        .iter()
+        .map(|row| row["name"].as_str().unwrap_or_default().chars().count())
+        .max()
+        .unwrap_or(0);
+    for row in &rows {
+        println!(
+            "{:<name_width$} {:<9} {:<20} {}",
+            row["name"].as_str().unwrap_or_default(),
+            row["platform"].as_str().unwrap_or_default(),
+            row["search"].as_str().unwrap_or_default(),
+            row["file"].as_str().unwrap_or_default()
+        );
+    }
+    for file in &skipped {
+        eprintln!(
+            "kactors: warning: skipped {}",
+            file["reason"].as_str().unwrap_or_default()
+        );
     }
     Ok(())
 }

@@ -32,6 +32,11 @@ pub enum ConfigError {
     Yaml { file: String, message: String },
     #[error("{file}: expected a mapping of keys at the top level")]
     NotAMapping { file: String },
+    #[error(
+        "{file}: not a strategy configuration but a technique taxonomy (a top-level `techniques` \
+         list, which KernelAgent's technique_clustering reads)"
+    )]
+    TechniqueTaxonomy { file: String },
     #[error("{file}: unknown key `{key}`{suggestion}")]
     UnknownKey {
         file: String,
@@ -450,6 +455,12 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             });
         }
     };
+    // KernelAgent keeps its technique taxonomy beside its configurations.
+    if top.get("techniques").is_some_and(Value::is_sequence) {
+        return Err(ConfigError::TechniqueTaxonomy {
+            file: file.to_string(),
+        });
+    }
     let mut reader = Reader {
         file,
         ignored: Vec::new(),
@@ -885,20 +896,21 @@ mod tests {
             "/tests/fixtures/kernelagent-configs"
         );
         let mut loaded = 0;
+        let mut taxonomies = Vec::new();
         for entry in std::fs::read_dir(folder).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|ext| ext != "yaml") {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            // techniques_default.yaml is the technique list that technique_clustering reads, not
-            // a strategy configuration.
-            if text.lines().any(|line| line.starts_with("techniques:")) {
-                continue;
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            match parse_config(&name, &text) {
+                Ok(_) => loaded += 1,
+                Err(ConfigError::TechniqueTaxonomy { file }) => taxonomies.push(file),
+                Err(error) => panic!("{error}"),
             }
-            parse_config(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
-            loaded += 1;
         }
-        assert!(loaded >= 16, "only {loaded} KernelAgent files were found");
+        assert_eq!(loaded, 17, "KernelAgent ships 17 configuration files");
+        assert_eq!(taxonomies, ["techniques_default.yaml"]);
     }
 }

@@ -65,6 +65,9 @@ fn llm_provider(
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
             let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?;
+            if let Some(warning) = replay.warning() {
+                eprintln!("kactors: warning: {warning}");
+            }
             Ok((
                 Rc::new(replay),
                 max_inflight.map_or(all_at_once, |cap| cap as usize),

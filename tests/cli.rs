@@ -113,6 +113,79 @@ fn the_dry_run_with_four_workers_fans_candidates_out_round_robin() {
     assert!(report.contains("| 3 | noop simulated device 3 |"));
 }
 
+/// A copy of an example kernel directory, as KernelAgent ships them: no candidates/ folder.
+fn example_without_candidates(dir: &Path, name: &str) -> PathBuf {
+    let copy = dir.join(name);
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(example(name)).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, copy.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    copy
+}
+
+/// Issue 10: `kactors check` says ok for a kernel directory without candidates/, and the dry
+/// run on it evaluates the initial kernel, names the missing folder and ends as exhausted.
+#[test]
+fn the_dry_run_on_a_kernel_directory_without_candidates_ends_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = example_without_candidates(dir.path(), "optimize_01_matvec");
+    let check = kactors(dir.path())
+        .args(["check", "--strategy", "noop", "--kernel-dir"])
+        .arg(&kernel)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    let output = kactors(dir.path())
+        .args(["run", "--strategy", "noop", "--kernel-dir"])
+        .arg(&kernel)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let warnings: Vec<String> = stderr(&output)
+        .lines()
+        .filter(|line| line.contains("replay folder"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        warnings,
+        [format!(
+            "kactors: warning: the replay folder {0} does not exist: the replay provider has no \
+             candidates, so the run evaluates the initial kernel and ends; put .py files defining \
+             kernel_function in {0}, or set replay_dir",
+            kernel.join("candidates").display()
+        )]
+    );
+    let records = journal(&only_run_folder(&dir.path().join("runs")));
+    let evaluated: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "candidate_finished")
+        .map(|r| r["candidate"].as_u64().unwrap())
+        .collect();
+    assert_eq!(evaluated, [0]);
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["type"] == "proposal_received")
+            .all(|r| r["outcome"] == "exhausted")
+    );
+    let last = records.last().unwrap();
+    assert_eq!(
+        (
+            last["type"].as_str(),
+            last["outcome"].as_str(),
+            last["reason"].as_str()
+        ),
+        (
+            Some("run_finished"),
+            Some("completed"),
+            Some("the llm provider has no more proposals")
+        )
+    );
+}
+
 #[test]
 fn an_unknown_yaml_key_fails_with_exit_2_naming_it() {
     let dir = tempfile::tempdir().unwrap();

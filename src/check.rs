@@ -28,6 +28,7 @@ use crate::exit;
 use crate::kernel_dir::KernelDir;
 use crate::process::{child_environment, spawn, terminate_with_grace};
 use crate::profiling::{absolute, error_chain, is_executable_file};
+use crate::stdout::print_line;
 
 /// Importing torch from a cold disk and initialising a GPU's context can take tens of seconds.
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(120);
@@ -217,7 +218,7 @@ pub fn preflight(
     kernel_dir: Option<&Path>,
 ) -> CheckReport {
     let mut report = CheckReport::default();
-    let layout = kernel_dir.map(|dir| (dir, layout_line(dir)));
+    let layout = kernel_dir.map(|dir| (dir, layout_line(dir, settings.max_source_bytes)));
     if selection.vendor == SelectedVendor::Noop {
         report.lines.extend(layout.map(|(_, line)| line));
         return report;
@@ -270,10 +271,10 @@ pub fn preflight(
 pub fn check(args: CheckArgs) -> i32 {
     let report = check_report(&args);
     if args.json {
-        println!("{}", report.to_json());
+        print_line(report.to_json());
     } else {
         for line in report.lines() {
-            println!("{line}");
+            print_line(line);
         }
     }
     if report.passed() {
@@ -326,16 +327,16 @@ fn check_report(args: &CheckArgs) -> CheckReport {
         Err(error) => {
             report.push(CheckLine::fail("devices", error.to_string()));
             if let Some(dir) = &args.kernel_dir {
-                report.push(layout_line(dir));
+                report.push(layout_line(dir, settings.max_source_bytes));
             }
         }
     }
     report
 }
 
-fn layout_line(dir: &Path) -> CheckLine {
+fn layout_line(dir: &Path, max_source_bytes: u64) -> CheckLine {
     let what = format!("kernel directory {}", dir.display());
-    match KernelDir::open(dir) {
+    match KernelDir::open(dir, max_source_bytes) {
         Ok(_) => CheckLine::ok(format!(
             "{what}: input.py defines kernel_function; problem.py defines Model, get_inputs and \
              get_init_inputs"

@@ -7,6 +7,7 @@ use crate::kernel_dir::KernelDirError;
 use crate::prompts::PromptError;
 use crate::replay::ReplayError;
 use crate::run_dir::RunDirError;
+use crate::stdout::print_line;
 
 /// Everything a user can get wrong before a run starts: all exit 2.
 #[derive(Debug, thiserror::Error)]
@@ -36,6 +37,7 @@ pub enum CommandError {
 
 /// Runs a command and returns the process's exit code.
 pub fn execute(cli: Cli) -> i32 {
+    let json = cli.command.json();
     let result = match cli.command {
         Command::Run(args) => crate::run::run(args),
         Command::Strategies(args) => strategies(args).map(|()| exit::SUCCESS),
@@ -45,11 +47,47 @@ pub fn execute(cli: Cli) -> i32 {
     };
     match result {
         Ok(code) => code,
-        Err(error) => {
-            eprintln!("kactors: error: {error}");
-            exit::USAGE
-        }
+        Err(error) => refuse(&error.to_string(), exit::USAGE, json),
     }
+}
+
+/// A command line that clap rejects: its message and exit code, as JSON too with `--json`.
+/// Help and version requests are printed as clap prints them.
+pub fn refuse_command_line(error: clap::Error) -> i32 {
+    if !error.use_stderr() {
+        let _ = error.print();
+        return error.exit_code();
+    }
+    let json = std::env::args_os().any(|arg| arg == "--json");
+    let rendered = error.render().to_string();
+    let message = rendered
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    let _ = error.print();
+    if json {
+        print_error_json(message, error.exit_code());
+    }
+    error.exit_code()
+}
+
+/// An error before the run started: on stderr, and with `--json` also as one JSON object on
+/// stdout, so that a program reading stdout learns why nothing came.
+fn refuse(message: &str, exit_code: i32, json: bool) -> i32 {
+    eprintln!("kactors: error: {message}");
+    if json {
+        print_error_json(message, exit_code);
+    }
+    exit_code
+}
+
+fn print_error_json(message: &str, exit_code: i32) {
+    print_line(serde_json::json!({
+        "type": "error",
+        "exit_code": exit_code,
+        "message": message,
+    }));
 }
 
 pub(crate) fn platform_name(platform: Platform) -> &'static str {
@@ -89,10 +127,7 @@ fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
         }));
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::json!({ "strategies": rows, "skipped": skipped })
-        );
+        print_line(serde_json::json!({ "strategies": rows, "skipped": skipped }));
         return Ok(());
     }
     let name_width = rows
@@ -101,13 +136,13 @@ fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
         .max()
         .unwrap_or(0);
     for row in &rows {
-        println!(
+        print_line(format_args!(
             "{:<name_width$} {:<9} {:<20} {}",
             row["name"].as_str().unwrap_or_default(),
             row["platform"].as_str().unwrap_or_default(),
             row["search"].as_str().unwrap_or_default(),
             row["file"].as_str().unwrap_or_default()
-        );
+        ));
     }
     for file in &skipped {
         eprintln!(
@@ -150,25 +185,24 @@ fn devices(args: DevicesArgs) -> Result<(), CommandError> {
         eprintln!("kactors: warning: {warning}");
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&selection.report()).expect("the device report serialises")
+        print_line(
+            serde_json::to_string(&selection.report()).expect("the device report serialises"),
         );
         return Ok(());
     }
-    println!("vendor: {}", selection.vendor);
+    print_line(format_args!("vendor: {}", selection.vendor));
     for (device, pin) in selection.devices.iter().zip(selection.pins()) {
         let spec = device.spec.map_or("no spec row".to_string(), |spec| {
             format!("spec {}", spec.name)
         });
         let set: Vec<String> = pin.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let unset: Vec<String> = pin.unset.iter().map(|k| format!("-{k}")).collect();
-        println!(
+        print_line(format_args!(
             "device {}: {} ({spec}); children get {}",
             device.id,
             device.name,
             [set, unset].concat().join(" ")
-        );
+        ));
     }
     Ok(())
 }

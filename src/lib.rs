@@ -26,3 +26,4 @@ pub mod roofline;
 pub mod run;
 pub mod run_dir;
 pub mod signals;
+pub mod stdout;

@@ -25,6 +25,7 @@ use crate::kernel_dir::KernelDir;
 use crate::profiling::{
     ProfileReport, ProfileTarget, bottleneck_word, profile_once, standalone_watchdog,
 };
+use crate::stdout::print_line;
 
 /// What ended the profile command's actor system.
 enum Finished {
@@ -65,7 +66,7 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
     if let Some(seconds) = positive_seconds("--timeout", args.timeout)? {
         settings.profile_budget_s = seconds;
     }
-    let kernel_dir = KernelDir::open(&args.kernel_dir)?;
+    let kernel_dir = KernelDir::open(&args.kernel_dir, settings.max_source_bytes)?;
     let kernel_file = args
         .kernel
         .clone()
@@ -154,9 +155,9 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
         );
     }
     if args.json {
-        println!("{json}");
+        print_line(json);
     } else {
-        print!("{}", describe(&report, &kernel_file, &device));
+        print_line(describe(&report, &kernel_file, &device).trim_end());
     }
     Ok(if report.ok {
         exit::SUCCESS

@@ -192,7 +192,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     for warning in &settings.warnings {
         eprintln!("kactors: warning: {warning}");
     }
-    let kernel = KernelDir::open(&args.kernel_dir)?;
+    let kernel = KernelDir::open(&args.kernel_dir, settings.max_source_bytes)?;
     let devices = choose_run_devices(
         &settings,
         args.gpus.clone(),

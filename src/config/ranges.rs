@@ -55,3 +55,64 @@ pub fn number_words(number: f64) -> String {
         format!("{number:e}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_ranges_table_shows_these_bounds() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let documented = [
+            format!("0 to {MAX_DURATION_S} s (7 days)"),
+            format!(
+                "| {} to {} each, and N × M ≤ {MAX_CANDIDATES_PER_ROUND} |",
+                SEARCH_FACTOR.start(),
+                SEARCH_FACTOR.end()
+            ),
+            format!(
+                "on noop {} to {} simulated devices",
+                NOOP_WORKERS.start(),
+                NOOP_WORKERS.end()
+            ),
+            format!(
+                "| `max_refinements` | {} to {} |",
+                MAX_REFINEMENTS.start(),
+                MAX_REFINEMENTS.end()
+            ),
+            format!(
+                "| `benchmark_warmup`, `benchmark_repeat` | {} to {}, {} to {} |",
+                BENCHMARK_WARMUP.start(),
+                BENCHMARK_WARMUP.end(),
+                BENCHMARK_REPEAT.start(),
+                BENCHMARK_REPEAT.end()
+            ),
+            format!(
+                "| `max_inflight` | {} to {} |",
+                MAX_INFLIGHT.start(),
+                MAX_INFLIGHT.end()
+            ),
+            format!(
+                "| `max_source_bytes` | {} to {} (64 MiB) | {DEFAULT_MAX_SOURCE_BYTES} (1 MiB) |",
+                MAX_SOURCE_BYTES.start(),
+                MAX_SOURCE_BYTES.end()
+            ),
+        ];
+        for bound in documented {
+            assert!(
+                readme.contains(&bound),
+                "README.md's Ranges table lacks {bound:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_read_as_written() {
+        assert_eq!(number_words(1e300), "1e300");
+        assert_eq!(number_words(0.0), "0");
+        assert_eq!(number_words(2.5), "2.5");
+        assert_eq!(number_words(f64::INFINITY), "inf");
+        assert_eq!(max_duration_words(), "604800 s (7 days)");
+    }
+}

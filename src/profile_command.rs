@@ -328,17 +328,30 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_are_positive_seconds() {
+    fn timeouts_are_positive_seconds_at_most_a_week() {
         assert_eq!(positive_seconds("--timeout", Some(2.5)).unwrap(), Some(2.5));
+        assert_eq!(
+            positive_seconds("--timeout", Some(MAX_DURATION_S)).unwrap(),
+            Some(MAX_DURATION_S)
+        );
         assert_eq!(positive_seconds("--timeout", None).unwrap(), None);
-        for wrong in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        for (wrong, written) in [
+            (0.0, "0"),
+            (-1.0, "-1"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (1e300, "1e300"),
+            (MAX_DURATION_S + 1.0, "604801"),
+        ] {
             let error = positive_seconds("--pass-timeout", Some(wrong))
                 .unwrap_err()
                 .to_string();
-            assert!(
-                error.starts_with("--pass-timeout ")
-                    && error.ends_with("positive number of seconds"),
-                "{error}"
+            assert_eq!(
+                error,
+                format!(
+                    "--pass-timeout {written}: expected a positive number of seconds, at most \
+                     604800 s (7 days)"
+                )
             );
         }
     }

@@ -42,6 +42,17 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// `kactors run ARGS --kernel-dir KERNEL` in `dir`.
+fn run(dir: &Path, args: &[&str], kernel: &Path) -> Output {
+    kactors(dir)
+        .arg("run")
+        .args(args)
+        .arg("--kernel-dir")
+        .arg(kernel)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_dry_run_with_four_workers_fans_candidates_out_round_robin() {
     let dir = tempfile::tempdir().unwrap();
@@ -138,11 +149,7 @@ fn the_dry_run_on_a_kernel_directory_without_candidates_ends_exhausted() {
         .output()
         .unwrap();
     assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
-    let output = kactors(dir.path())
-        .args(["run", "--strategy", "noop", "--kernel-dir"])
-        .arg(&kernel)
-        .output()
-        .unwrap();
+    let output = run(dir.path(), &["--strategy", "noop"], &kernel);
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let warnings: Vec<String> = stderr(&output)
         .lines()
@@ -439,19 +446,8 @@ fn kernelagent_configs() -> PathBuf {
 /// `kactors run --strategy NAME` with NAME.yaml holding `yaml`, on a copy of the matvec example.
 fn run_with(dir: &Path, yaml: &str, extra: &[&str]) -> Output {
     std::fs::write(dir.join("s.yaml"), yaml).unwrap();
-    kactors(dir)
-        .args([
-            "run",
-            "--strategy",
-            "s",
-            "--config-dir",
-            ".",
-            "--kernel-dir",
-        ])
-        .arg(example("optimize_01_matvec"))
-        .args(extra)
-        .output()
-        .unwrap()
+    let args = [&["--strategy", "s", "--config-dir", "."][..], extra].concat();
+    run(dir, &args, &example("optimize_01_matvec"))
 }
 
 /// Issue 10: numbers out of range from a file or a flag: exit 2 naming the key or the flag, and
@@ -524,11 +520,11 @@ fn numbers_out_of_range_exit_2_naming_the_key_and_leave_no_run_directory() {
 fn the_flags_of_the_dry_run_are_range_checked() {
     for (flag, value) in [("--workers", "4294967295"), ("--max-rounds", "0")] {
         let dir = tempfile::tempdir().unwrap();
-        let output = kactors(dir.path())
-            .args(["run", "--strategy", "noop", flag, value, "--kernel-dir"])
-            .arg(example("optimize_01_matvec"))
-            .output()
-            .unwrap();
+        let output = run(
+            dir.path(),
+            &["--strategy", "noop", flag, value],
+            &example("optimize_01_matvec"),
+        );
         assert_eq!(output.status.code(), Some(2), "{flag}: {}", stderr(&output));
         assert!(
             stderr(&output).contains(&format!("invalid value for {flag}: ")),
@@ -544,20 +540,19 @@ fn the_flags_of_the_dry_run_are_range_checked() {
 #[test]
 fn kernelagents_noop_configuration_runs_the_dry_run_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let output = kactors(dir.path())
-        .args([
-            "run",
+    let configs = kernelagent_configs();
+    let output = run(
+        dir.path(),
+        &[
             "--strategy",
             "noop",
             "--provider",
             "replay",
             "--config-dir",
-        ])
-        .arg(kernelagent_configs())
-        .arg("--kernel-dir")
-        .arg(example("optimize_01_matvec"))
-        .output()
-        .unwrap();
+            configs.to_str().unwrap(),
+        ],
+        &example("optimize_01_matvec"),
+    );
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let config = std::fs::read_to_string(kernelagent_configs().join("noop.yaml")).unwrap();
     assert!(config.contains("gpu_name: \"NVIDIA H100 NVL 94GB\""));
@@ -716,11 +711,7 @@ fn input_and_problem_above_max_source_bytes_exit_2_before_the_run() {
     let mut input = std::fs::read_to_string(kernel.join("input.py")).unwrap();
     input.push_str(&"#".repeat(2 * 1024 * 1024));
     std::fs::write(kernel.join("input.py"), &input).unwrap();
-    let output = kactors(dir.path())
-        .args(["run", "--strategy", "noop", "--kernel-dir"])
-        .arg(&kernel)
-        .output()
-        .unwrap();
+    let output = run(dir.path(), &["--strategy", "noop"], &kernel);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     assert!(
         stderr(&output).contains(&format!(

@@ -125,6 +125,13 @@ impl Node {
     }
 
     fn profile(&self, extra: &[&str], env: &[(&str, &str)]) -> Output {
+        self.profile_command(&[&["--json"][..], extra].concat(), env)
+            .output()
+            .unwrap()
+    }
+
+    /// `kactors profile` of the node's kernel with the fake strategy and the stand-in Python.
+    fn profile_command(&self, extra: &[&str], env: &[(&str, &str)]) -> Command {
         let python = fixtures().join("standin-python");
         let mut args = vec![
             "profile",
@@ -134,10 +141,9 @@ impl Node {
             "kernel",
             "--python",
             python.to_str().unwrap(),
-            "--json",
         ];
         args.extend(extra);
-        self.kactors(&args, env)
+        self.command(&args, env)
     }
 
     fn check(&self, extra: &[&str], env: &[(&str, &str)]) -> Output {
@@ -483,21 +489,11 @@ fn profile_usage_errors_exit_2_with_only_the_json_error_on_stdout() {
 #[test]
 fn profile_with_a_closed_stdout_is_not_a_panic() {
     let node = Node::new(Vendor::Nvidia);
-    let python = fixtures().join("standin-python");
-    let args = [
-        "profile",
-        "--strategy",
-        "fake",
-        "--kernel-dir",
-        "kernel",
-        "--python",
-        python.to_str().unwrap(),
-    ];
     for extra in [&["--json"][..], &[]] {
         let (reader, writer) = std::io::pipe().unwrap();
         drop(reader);
         let output = node
-            .command(&[&args[..], extra].concat(), &[])
+            .profile_command(extra, &[])
             .stdout(writer)
             .output()
             .unwrap();

@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use crate::cli::CheckArgs;
 use crate::config::{CliOverrides, RunSettings, Strategies, parse_config, resolve};
+use crate::console;
 use crate::devices::{
     Device, DeviceKind, DeviceSelection, HostEnvironment, Pin, SelectedVendor, select_devices,
 };
@@ -217,7 +218,7 @@ pub fn preflight(
     kernel_dir: Option<&Path>,
 ) -> CheckReport {
     let mut report = CheckReport::default();
-    let layout = kernel_dir.map(|dir| (dir, layout_line(dir)));
+    let layout = kernel_dir.map(|dir| (dir, layout_line(dir, settings.max_source_bytes)));
     if selection.vendor == SelectedVendor::Noop {
         report.lines.extend(layout.map(|(_, line)| line));
         return report;
@@ -270,10 +271,10 @@ pub fn preflight(
 pub fn check(args: CheckArgs) -> i32 {
     let report = check_report(&args);
     if args.json {
-        println!("{}", report.to_json());
+        console::out(report.to_json());
     } else {
         for line in report.lines() {
-            println!("{line}");
+            console::out(line);
         }
     }
     if report.passed() {
@@ -305,7 +306,7 @@ fn check_report(args: &CheckArgs) -> CheckReport {
         }
     };
     for warning in &settings.warnings {
-        eprintln!("kactors: warning: {warning}");
+        console::err(format_args!("kactors: warning: {warning}"));
     }
     report.push(CheckLine::ok(format!(
         "configuration: strategy {} from {}, platform {}",
@@ -318,7 +319,7 @@ fn check_report(args: &CheckArgs) -> CheckReport {
     match select_devices(&request, &host) {
         Ok(selection) => {
             for warning in &selection.warnings {
-                eprintln!("kactors: warning: {warning}");
+                console::err(format_args!("kactors: warning: {warning}"));
             }
             let preflight = preflight(&settings, &selection, args.kernel_dir.as_deref());
             report.lines.extend(preflight.lines);
@@ -326,16 +327,16 @@ fn check_report(args: &CheckArgs) -> CheckReport {
         Err(error) => {
             report.push(CheckLine::fail("devices", error.to_string()));
             if let Some(dir) = &args.kernel_dir {
-                report.push(layout_line(dir));
+                report.push(layout_line(dir, settings.max_source_bytes));
             }
         }
     }
     report
 }
 
-fn layout_line(dir: &Path) -> CheckLine {
+fn layout_line(dir: &Path, max_source_bytes: u64) -> CheckLine {
     let what = format!("kernel directory {}", dir.display());
-    match KernelDir::open(dir) {
+    match KernelDir::open(dir, max_source_bytes) {
         Ok(_) => CheckLine::ok(format!(
             "{what}: input.py defines kernel_function; problem.py defines Model, get_inputs and \
              get_init_inputs"

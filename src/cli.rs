@@ -34,6 +34,19 @@ pub enum Command {
     Check(CheckArgs),
 }
 
+impl Command {
+    /// Whether `--json` was given: then stdout carries JSON only, errors included.
+    pub fn json(&self) -> bool {
+        match self {
+            Command::Run(args) => args.json,
+            Command::Strategies(args) => args.json,
+            Command::Devices(args) => args.json,
+            Command::Profile(args) => args.json,
+            Command::Check(args) => args.json,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct ConfigDirArg {
     /// A folder of strategy files (NAME.yaml) that add to or override the built-in ones

@@ -2,6 +2,7 @@
 
 use crate::cli::{Cli, Command, DevicesArgs, StrategiesArgs};
 use crate::config::{CliOverrides, ConfigError, Platform, Strategies, parse_config, resolve};
+use crate::console;
 use crate::exit;
 use crate::kernel_dir::KernelDirError;
 use crate::prompts::PromptError;
@@ -36,6 +37,7 @@ pub enum CommandError {
 
 /// Runs a command and returns the process's exit code.
 pub fn execute(cli: Cli) -> i32 {
+    let json = cli.command.json();
     let result = match cli.command {
         Command::Run(args) => crate::run::run(args),
         Command::Strategies(args) => strategies(args).map(|()| exit::SUCCESS),
@@ -45,11 +47,47 @@ pub fn execute(cli: Cli) -> i32 {
     };
     match result {
         Ok(code) => code,
-        Err(error) => {
-            eprintln!("kactors: error: {error}");
-            exit::USAGE
-        }
+        Err(error) => refuse(&error.to_string(), exit::USAGE, json),
     }
+}
+
+/// A command line that clap rejects: its message and exit code, as JSON too with `--json`.
+/// Help and version requests are printed as clap prints them.
+pub fn refuse_command_line(error: clap::Error) -> i32 {
+    if !error.use_stderr() {
+        let _ = error.print();
+        return error.exit_code();
+    }
+    let json = std::env::args_os().any(|arg| arg == "--json");
+    let rendered = error.render().to_string();
+    let message = rendered
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    let _ = error.print();
+    if json {
+        print_error_json(message, error.exit_code());
+    }
+    error.exit_code()
+}
+
+/// An error before the run started: on stderr, and with `--json` also as one JSON object on
+/// stdout, so that a program reading stdout learns why nothing came.
+fn refuse(message: &str, exit_code: i32, json: bool) -> i32 {
+    console::err(format_args!("kactors: error: {message}"));
+    if json {
+        print_error_json(message, exit_code);
+    }
+    exit_code
+}
+
+fn print_error_json(message: &str, exit_code: i32) {
+    console::out(serde_json::json!({
+        "type": "error",
+        "exit_code": exit_code,
+        "message": message,
+    }));
 }
 
 pub(crate) fn platform_name(platform: Platform) -> &'static str {
@@ -61,11 +99,25 @@ pub(crate) fn platform_name(platform: Platform) -> &'static str {
     }
 }
 
+/// `kactors strategies`: every strategy that loads. A file of the config dir that is not one
+/// (KernelAgent keeps a technique taxonomy beside its configurations) is skipped and named with
+/// the reason, on stderr, or under `skipped` with `--json`.
 fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
     let mut rows = Vec::new();
+    let mut skipped = Vec::new();
     for file in Strategies::new(args.config_dir.config_dir).all()? {
-        let config = parse_config(&file.display_name(), &file.text)?;
-        let settings = resolve(&file, &config, &CliOverrides::default())?;
+        let settings = parse_config(&file.display_name(), &file.text)
+            .and_then(|config| resolve(&file, &config, &CliOverrides::default()));
+        let settings = match settings {
+            Ok(settings) => settings,
+            Err(error) => {
+                skipped.push(serde_json::json!({
+                    "file": file.display_name(),
+                    "reason": error.to_string(),
+                }));
+                continue;
+            }
+        };
         let search = settings.search;
         rows.push(serde_json::json!({
             "name": file.name,
@@ -75,17 +127,28 @@ fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
         }));
     }
     if args.json {
-        println!("{}", serde_json::json!({ "strategies": rows }));
-    } else {
-        for row in &rows {
-            println!(
-                "{:<14} {:<9} {:<20} {}",
-                row["name"].as_str().unwrap_or_default(),
-                row["platform"].as_str().unwrap_or_default(),
-                row["search"].as_str().unwrap_or_default(),
-                row["file"].as_str().unwrap_or_default()
-            );
-        }
+        console::out(serde_json::json!({ "strategies": rows, "skipped": skipped }));
+        return Ok(());
+    }
+    let name_width = rows
+        .iter()
+        .map(|row| row["name"].as_str().unwrap_or_default().chars().count())
+        .max()
+        .unwrap_or(0);
+    for row in &rows {
+        console::out(format_args!(
+            "{:<name_width$} {:<9} {:<20} {}",
+            row["name"].as_str().unwrap_or_default(),
+            row["platform"].as_str().unwrap_or_default(),
+            row["search"].as_str().unwrap_or_default(),
+            row["file"].as_str().unwrap_or_default()
+        ));
+    }
+    for file in &skipped {
+        console::err(format_args!(
+            "kactors: warning: skipped {}",
+            file["reason"].as_str().unwrap_or_default()
+        ));
     }
     Ok(())
 }
@@ -119,28 +182,27 @@ fn devices(args: DevicesArgs) -> Result<(), CommandError> {
         &crate::devices::HostEnvironment::from_process(python),
     )?;
     for warning in &selection.warnings {
-        eprintln!("kactors: warning: {warning}");
+        console::err(format_args!("kactors: warning: {warning}"));
     }
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(&selection.report()).expect("the device report serialises")
+        console::out(
+            serde_json::to_string(&selection.report()).expect("the device report serialises"),
         );
         return Ok(());
     }
-    println!("vendor: {}", selection.vendor);
+    console::out(format_args!("vendor: {}", selection.vendor));
     for (device, pin) in selection.devices.iter().zip(selection.pins()) {
         let spec = device.spec.map_or("no spec row".to_string(), |spec| {
             format!("spec {}", spec.name)
         });
         let set: Vec<String> = pin.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let unset: Vec<String> = pin.unset.iter().map(|k| format!("-{k}")).collect();
-        println!(
+        console::out(format_args!(
             "device {}: {} ({spec}); children get {}",
             device.id,
             device.name,
             [set, unset].concat().join(" ")
-        );
+        ));
     }
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! `schema.rs` holds the keys; `strategies.rs` finds a strategy's file; `resolve.rs` turns a
 //! file plus the command line into the settings a run uses.
 
+pub mod ranges;
 mod resolve;
 mod schema;
 mod strategies;

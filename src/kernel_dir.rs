@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use actors::model::KernelSource;
 
+use crate::config::ranges::MAX_SOURCE_BYTES;
+
 #[derive(Debug, thiserror::Error)]
 pub enum KernelDirError {
     #[error("kernel directory {0} does not exist or is not a directory")]
@@ -17,6 +19,16 @@ pub enum KernelDirError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error(
+        "{path} is {size} bytes, more than max_source_bytes ({limit}): it would go into every \
+         prompt; shrink it, or raise max_source_bytes in the strategy file (at most {most})",
+        most = MAX_SOURCE_BYTES.end()
+    )]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
     },
     #[error("{path} does not define `{name}`: expected {expected}")]
     Missing {
@@ -32,7 +44,15 @@ pub struct KernelDir {
     pub initial: KernelSource,
 }
 
-fn read(path: PathBuf) -> Result<String, KernelDirError> {
+/// A file of the kernel directory, refused before it is read when it is larger than `limit`.
+fn read(path: PathBuf, limit: u64) -> Result<String, KernelDirError> {
+    let size = match std::fs::metadata(&path) {
+        Ok(metadata) => metadata.len(),
+        Err(source) => return Err(KernelDirError::Read { path, source }),
+    };
+    if size > limit {
+        return Err(KernelDirError::TooLarge { path, size, limit });
+    }
     std::fs::read_to_string(&path).map_err(|source| KernelDirError::Read { path, source })
 }
 
@@ -49,12 +69,14 @@ fn defines(source: &str, name: &str) -> bool {
 }
 
 impl KernelDir {
-    pub fn open(root: &Path) -> Result<Self, KernelDirError> {
+    /// Checks the layout; input.py and problem.py go into every prompt, so each is refused
+    /// above `max_source_bytes` (the configuration key of that name).
+    pub fn open(root: &Path, max_source_bytes: u64) -> Result<Self, KernelDirError> {
         if !root.is_dir() {
             return Err(KernelDirError::NotADirectory(root.to_path_buf()));
         }
         let input_path = root.join("input.py");
-        let input = read(input_path.clone())?;
+        let input = read(input_path.clone(), max_source_bytes)?;
         if !defines(&input, "kernel_function") {
             return Err(KernelDirError::Missing {
                 path: input_path,
@@ -63,7 +85,7 @@ impl KernelDir {
             });
         }
         let problem_path = root.join("problem.py");
-        let problem = read(problem_path.clone())?;
+        let problem = read(problem_path.clone(), max_source_bytes)?;
         for (name, expected) in [
             (
                 "Model",
@@ -96,6 +118,7 @@ impl KernelDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::ranges::DEFAULT_MAX_SOURCE_BYTES;
 
     #[test]
     fn top_level_definitions_are_found_and_mentions_are_not() {
@@ -115,7 +138,7 @@ mod tests {
             let root = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("examples")
                 .join(example);
-            KernelDir::open(&root).unwrap_or_else(|e| panic!("{e}"));
+            KernelDir::open(&root, DEFAULT_MAX_SOURCE_BYTES).unwrap_or_else(|e| panic!("{e}"));
         }
     }
 
@@ -132,7 +155,41 @@ mod tests {
             "class Model:\n    pass\ndef get_inputs():\n    pass\n",
         )
         .unwrap();
-        let error = KernelDir::open(dir.path()).unwrap_err().to_string();
+        let error = KernelDir::open(dir.path(), DEFAULT_MAX_SOURCE_BYTES)
+            .unwrap_err()
+            .to_string();
         assert!(error.ends_with("problem.py does not define `get_init_inputs`: expected `def get_init_inputs()` returning Model's constructor arguments"), "{error}");
+    }
+
+    #[test]
+    fn input_and_problem_above_max_source_bytes_are_refused_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = "def kernel_function(x):\n    pass\n";
+        let problem = "class Model:\n    pass\ndef get_inputs():\n    pass\ndef get_init_inputs():\n    pass\n";
+        std::fs::write(dir.path().join("input.py"), input).unwrap();
+        std::fs::write(dir.path().join("problem.py"), problem).unwrap();
+        let check = |limit: u64| {
+            KernelDir::open(dir.path(), limit)
+                .err()
+                .map(|error| error.to_string())
+        };
+        let at_most = input.len().max(problem.len()) as u64;
+        assert_eq!(check(at_most), None);
+        let input_message = check(input.len() as u64 - 1).unwrap();
+        assert!(
+            input_message.ends_with(&format!(
+                "input.py is {} bytes, more than max_source_bytes ({}): it would go into every \
+                 prompt; shrink it, or raise max_source_bytes in the strategy file (at most \
+                 67108864)",
+                input.len(),
+                input.len() - 1
+            )),
+            "{input_message}"
+        );
+        let problem_message = check(problem.len() as u64 - 1).unwrap();
+        assert!(
+            problem_message.contains(&format!("problem.py is {} bytes", problem.len())),
+            "{problem_message}"
+        );
     }
 }

@@ -1,6 +1,9 @@
 use clap::Parser;
 
 fn main() {
-    let cli = kactors::cli::Cli::parse();
-    std::process::exit(kactors::commands::execute(cli));
+    let code = match kactors::cli::Cli::try_parse() {
+        Ok(cli) => kactors::commands::execute(cli),
+        Err(error) => kactors::commands::refuse_command_line(error),
+    };
+    std::process::exit(code);
 }

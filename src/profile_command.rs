@@ -16,7 +16,9 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::ProfileArgs;
 use crate::commands::CommandError;
+use crate::config::ranges::{MAX_DURATION_S, max_duration_words, number_words};
 use crate::config::{CliOverrides, Platform, Strategies, parse_config, resolve};
+use crate::console;
 use crate::devices::{Device, GpuLock, HostEnvironment, lock_devices, select_devices};
 use crate::exit;
 use crate::gpus::{device_request, lock_dir};
@@ -41,7 +43,7 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
     };
     let mut settings = resolve(&file, &config, &overrides)?;
     for warning in &settings.warnings {
-        eprintln!("kactors: warning: {warning}");
+        console::err(format_args!("kactors: warning: {warning}"));
     }
     if settings.platform == Platform::Noop {
         return Err(CommandError::Usage(format!(
@@ -64,7 +66,7 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
     if let Some(seconds) = positive_seconds("--timeout", args.timeout)? {
         settings.profile_budget_s = seconds;
     }
-    let kernel_dir = KernelDir::open(&args.kernel_dir)?;
+    let kernel_dir = KernelDir::open(&args.kernel_dir, settings.max_source_bytes)?;
     let kernel_file = args
         .kernel
         .clone()
@@ -83,7 +85,7 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
         &host,
     )?;
     for warning in &selection.warnings {
-        eprintln!("kactors: warning: {warning}");
+        console::err(format_args!("kactors: warning: {warning}"));
     }
     let (device, _lock) = lock_first_free(&lock_dir(), &selection.devices)?;
     selection.devices = vec![device.clone()];
@@ -94,7 +96,7 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
             args.run_dir.display()
         ))
     })?;
-    eprintln!("kactors: profile folder {}", folder.display());
+    console::err(format_args!("kactors: profile folder {}", folder.display()));
     let candidate = folder.join("kernel.py");
     std::fs::write(&candidate, source).map_err(|error| {
         CommandError::Environment(format!("failed to write {}: {error}", candidate.display()))
@@ -140,22 +142,22 @@ pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
     let report = match finished {
         Finished::Profiled(report) => report,
         Finished::Interrupted => {
-            eprintln!("kactors: profile interrupted");
+            console::err(format_args!("kactors: profile interrupted"));
             return Ok(exit::INTERRUPTED);
         }
     };
     let json = serde_json::to_string(&report).expect("a profile report is plain data");
     let saved = folder.join("profile.json");
     if let Err(error) = std::fs::write(&saved, format!("{json}\n")) {
-        eprintln!(
+        console::err(format_args!(
             "kactors: warning: failed to write {}: {error}",
             saved.display()
-        );
+        ));
     }
     if args.json {
-        println!("{json}");
+        console::out(json);
     } else {
-        print!("{}", describe(&report, &kernel_file, &device));
+        console::out(describe(&report, &kernel_file, &device).trim_end());
     }
     Ok(if report.ok {
         exit::SUCCESS
@@ -176,13 +178,16 @@ fn one_device(gpus: Option<&[u32]>) -> Result<Option<u32>, CommandError> {
     }
 }
 
-/// `--pass-timeout` and `--timeout`, which override profile_pass_timeout_s and profile_budget_s.
+/// `--pass-timeout` and `--timeout`, which override profile_pass_timeout_s and profile_budget_s:
+/// more than 0 and at most [`MAX_DURATION_S`], as the keys are.
 fn positive_seconds(flag: &str, seconds: Option<f64>) -> Result<Option<f64>, CommandError> {
     match seconds {
         None => Ok(None),
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 => Ok(Some(seconds)),
+        Some(seconds) if seconds > 0.0 && seconds <= MAX_DURATION_S => Ok(Some(seconds)),
         Some(seconds) => Err(CommandError::Usage(format!(
-            "{flag} {seconds}: expected a positive number of seconds"
+            "{flag} {}: expected a positive number of seconds, at most {}",
+            number_words(seconds),
+            max_duration_words()
         ))),
     }
 }
@@ -323,17 +328,30 @@ mod tests {
     }
 
     #[test]
-    fn timeouts_are_positive_seconds() {
+    fn timeouts_are_positive_seconds_at_most_a_week() {
         assert_eq!(positive_seconds("--timeout", Some(2.5)).unwrap(), Some(2.5));
+        assert_eq!(
+            positive_seconds("--timeout", Some(MAX_DURATION_S)).unwrap(),
+            Some(MAX_DURATION_S)
+        );
         assert_eq!(positive_seconds("--timeout", None).unwrap(), None);
-        for wrong in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        for (wrong, written) in [
+            (0.0, "0"),
+            (-1.0, "-1"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "inf"),
+            (1e300, "1e300"),
+            (MAX_DURATION_S + 1.0, "604801"),
+        ] {
             let error = positive_seconds("--pass-timeout", Some(wrong))
                 .unwrap_err()
                 .to_string();
-            assert!(
-                error.starts_with("--pass-timeout ")
-                    && error.ends_with("positive number of seconds"),
-                "{error}"
+            assert_eq!(
+                error,
+                format!(
+                    "--pass-timeout {written}: expected a positive number of seconds, at most \
+                     604800 s (7 days)"
+                )
             );
         }
     }

@@ -1,7 +1,8 @@
 //! The replay LLM provider: offline answers from files. Each request for code gets the next
 //! Python file of the replay folder in name order, after a configured latency; after the last
 //! file it answers "exhausted". A bottleneck analysis gets "no analysis available" and a
-//! reflexion an empty text.
+//! reflexion an empty text. A missing or empty folder is exhausted from the start: the run
+//! evaluates the initial kernel and ends, with a warning that says how to add candidates.
 
 use std::cell::Cell;
 use std::path::{Path, PathBuf};
@@ -19,45 +20,56 @@ pub enum ReplayError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "the replay folder {0} has no .py files: put the candidate kernels the replay provider should answer with there"
-    )]
-    Empty(PathBuf),
 }
 
 pub struct ReplayProvider {
     files: Vec<PathBuf>,
     next: Cell<usize>,
     latency: Duration,
+    warning: Option<String>,
 }
 
 impl ReplayProvider {
     pub fn from_dir(dir: &Path, latency: Duration) -> Result<Self, ReplayError> {
-        let entries = std::fs::read_dir(dir).map_err(|source| ReplayError::Read {
+        let read_error = |source| ReplayError::Read {
             path: dir.to_path_buf(),
             source,
-        })?;
+        };
         let mut files = Vec::new();
-        for entry in entries {
-            let path = entry
-                .map_err(|source| ReplayError::Read {
-                    path: dir.to_path_buf(),
-                    source,
-                })?
-                .path();
-            if path.is_file() && path.extension().is_some_and(|ext| ext == "py") {
-                files.push(path);
+        let missing = match std::fs::read_dir(dir) {
+            Ok(entries) => {
+                for entry in entries {
+                    let path = entry.map_err(read_error)?.path();
+                    if path.is_file() && path.extension().is_some_and(|ext| ext == "py") {
+                        files.push(path);
+                    }
+                }
+                None
             }
-        }
-        if files.is_empty() {
-            return Err(ReplayError::Empty(dir.to_path_buf()));
-        }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Some("does not exist"),
+            Err(error) => return Err(read_error(error)),
+        };
+        let why = missing.or(files.is_empty().then_some("has no .py files"));
+        let warning = why.map(|why| {
+            format!(
+                "the replay folder {0} {why}: the replay provider has no candidates, so the run \
+                 evaluates the initial kernel and ends; put .py files defining kernel_function \
+                 in {0}, or set replay_dir",
+                dir.display()
+            )
+        });
         files.sort();
         Ok(ReplayProvider {
             files,
             next: Cell::new(0),
             latency,
+            warning,
         })
+    }
+
+    /// What the person starting the run should know: the folder is missing or empty.
+    pub fn warning(&self) -> Option<&str> {
+        self.warning.as_deref()
     }
 
     fn take_next_file(&self) -> Option<PathBuf> {
@@ -184,12 +196,49 @@ mod tests {
         );
     }
 
-    #[test]
-    fn an_empty_folder_is_an_error_that_says_what_to_put_there() {
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_missing_or_empty_folder_is_exhausted_from_the_start_with_a_warning() {
         let dir = tempfile::tempdir().unwrap();
-        let error = ReplayProvider::from_dir(dir.path(), Duration::ZERO)
+        std::fs::write(dir.path().join("notes.txt"), "not a candidate").unwrap();
+        let missing = dir.path().join("candidates");
+        for (folder, why) in [
+            (dir.path().to_path_buf(), "has no .py files"),
+            (missing.clone(), "does not exist"),
+        ] {
+            let provider = Rc::new(ReplayProvider::from_dir(&folder, Duration::ZERO).unwrap());
+            assert_eq!(
+                provider.warning(),
+                Some(
+                    format!(
+                        "the replay folder {0} {why}: the replay provider has no candidates, so \
+                         the run evaluates the initial kernel and ends; put .py files defining \
+                         kernel_function in {0}, or set replay_dir",
+                        folder.display()
+                    )
+                    .as_str()
+                )
+            );
+            assert_eq!(
+                provider.complete(request(RequestKind::Optimize)).await,
+                Err(LlmError::Exhausted)
+            );
+        }
+    }
+
+    #[test]
+    fn a_folder_with_candidates_has_no_warning_and_a_file_is_no_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("01.py"), "def kernel_function(): pass\n").unwrap();
+        let provider = ReplayProvider::from_dir(dir.path(), Duration::ZERO).unwrap();
+        assert_eq!(provider.warning(), None);
+        let error = ReplayProvider::from_dir(&dir.path().join("01.py"), Duration::ZERO)
             .err()
             .unwrap();
-        assert!(error.to_string().contains("has no .py files"), "{error}");
+        assert!(
+            error
+                .to_string()
+                .starts_with("failed to read the replay folder "),
+            "{error}"
+        );
     }
 }

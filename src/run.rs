@@ -66,6 +66,9 @@ fn llm_provider(
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
             let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?;
+            if let Some(warning) = replay.warning() {
+                console::err(format_args!("kactors: warning: {warning}"));
+            }
             Ok((
                 Rc::new(replay),
                 max_inflight.map_or(all_at_once, |cap| cap as usize),
@@ -194,7 +197,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
     for warning in &settings.warnings {
         console::err(format_args!("kactors: warning: {warning}"));
     }
-    let kernel = KernelDir::open(&args.kernel_dir)?;
+    let kernel = KernelDir::open(&args.kernel_dir, settings.max_source_bytes)?;
     let devices = choose_run_devices(
         &settings,
         args.gpus.clone(),

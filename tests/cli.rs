@@ -42,6 +42,17 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+/// `kactors run ARGS --kernel-dir KERNEL` in `dir`.
+fn run(dir: &Path, args: &[&str], kernel: &Path) -> Output {
+    kactors(dir)
+        .arg("run")
+        .args(args)
+        .arg("--kernel-dir")
+        .arg(kernel)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn the_dry_run_with_four_workers_fans_candidates_out_round_robin() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,6 +122,75 @@ fn the_dry_run_with_four_workers_fans_candidates_out_round_robin() {
     let report = std::fs::read_to_string(run.join("report.md")).unwrap();
     assert!(report.contains("Simulated run"));
     assert!(report.contains("| 3 | noop simulated device 3 |"));
+}
+
+/// A copy of an example kernel directory, as KernelAgent ships them: no candidates/ folder.
+fn example_without_candidates(dir: &Path, name: &str) -> PathBuf {
+    let copy = dir.join(name);
+    std::fs::create_dir_all(&copy).unwrap();
+    for entry in std::fs::read_dir(example(name)).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, copy.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    copy
+}
+
+/// Issue 10: `kactors check` says ok for a kernel directory without candidates/, and the dry
+/// run on it evaluates the initial kernel, names the missing folder and ends as exhausted.
+#[test]
+fn the_dry_run_on_a_kernel_directory_without_candidates_ends_exhausted() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = example_without_candidates(dir.path(), "optimize_01_matvec");
+    let check = kactors(dir.path())
+        .args(["check", "--strategy", "noop", "--kernel-dir"])
+        .arg(&kernel)
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", stderr(&check));
+    let output = run(dir.path(), &["--strategy", "noop"], &kernel);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let warnings: Vec<String> = stderr(&output)
+        .lines()
+        .filter(|line| line.contains("replay folder"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        warnings,
+        [format!(
+            "kactors: warning: the replay folder {0} does not exist: the replay provider has no \
+             candidates, so the run evaluates the initial kernel and ends; put .py files defining \
+             kernel_function in {0}, or set replay_dir",
+            kernel.join("candidates").display()
+        )]
+    );
+    let records = journal(&only_run_folder(&dir.path().join("runs")));
+    let evaluated: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "candidate_finished")
+        .map(|r| r["candidate"].as_u64().unwrap())
+        .collect();
+    assert_eq!(evaluated, [0]);
+    assert!(
+        records
+            .iter()
+            .filter(|r| r["type"] == "proposal_received")
+            .all(|r| r["outcome"] == "exhausted")
+    );
+    let last = records.last().unwrap();
+    assert_eq!(
+        (
+            last["type"].as_str(),
+            last["outcome"].as_str(),
+            last["reason"].as_str()
+        ),
+        (
+            Some("run_finished"),
+            Some("completed"),
+            Some("the llm provider has no more proposals")
+        )
+    );
 }
 
 #[test]
@@ -328,7 +408,7 @@ fn devices_shows_the_gpu_and_the_pin_its_workers_children_get() {
 }
 
 #[test]
-fn a_device_error_exits_2_with_nothing_on_stdout() {
+fn a_device_error_exits_2_with_only_the_json_error_on_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let bin = fake_nvidia_smi(dir.path());
     let output = kactors(dir.path())
@@ -340,10 +420,390 @@ fn a_device_error_exits_2_with_nothing_on_stdout() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(output.stdout.is_empty());
+    let error: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        (&error["type"], &error["exit_code"]),
+        (&"error".into(), &2.into())
+    );
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("ROCm platform was requested but no devices are visible"),
+        "{error}"
+    );
     assert!(
         stderr(&output).contains("ROCm platform was requested but no devices are visible"),
         "{}",
         stderr(&output)
     );
+}
+
+fn kernelagent_configs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernelagent-configs")
+}
+
+/// `kactors run --strategy NAME` with NAME.yaml holding `yaml`, on a copy of the matvec example.
+fn run_with(dir: &Path, yaml: &str, extra: &[&str]) -> Output {
+    std::fs::write(dir.join("s.yaml"), yaml).unwrap();
+    let args = [&["--strategy", "s", "--config-dir", "."][..], extra].concat();
+    run(dir, &args, &example("optimize_01_matvec"))
+}
+
+/// Issue 10: numbers out of range from a file or a flag: exit 2 naming the key or the flag, and
+/// no run directory (1e300 seconds used to panic in `Duration::from_secs_f64` after the run
+/// directory was made; 65536 × 65536 candidates a round wrapped; 4294967295 noop workers
+/// aborted on a 481 GB allocation).
+#[test]
+fn numbers_out_of_range_exit_2_naming_the_key_and_leave_no_run_directory() {
+    let noop = "platform: noop\nprovider: replay\n";
+    let cases: &[(String, &[&str], &str)] = &[
+        (
+            format!("{noop}noop_eval_s: 1e300\n"),
+            &[],
+            "invalid value for `noop_eval_s`: expected a number of seconds from 0 to 604800 s (7 days), found `1e300`",
+        ),
+        (
+            format!("{noop}kill_grace_s: 1e300\n"),
+            &[],
+            "invalid value for `kill_grace_s`",
+        ),
+        (
+            format!("{noop}replay_latency_s: 1e300\n"),
+            &[],
+            "invalid value for `replay_latency_s`",
+        ),
+        (
+            format!("{noop}strategy_config:\n  num_top_kernels: 65536\n  num_bottlenecks: 65536\n"),
+            &[],
+            "invalid value for `strategy_config.num_top_kernels`: expected a whole number from 1 to 4096, found `65536`",
+        ),
+        (
+            format!("{noop}strategy_config:\n  num_top_kernels: 2048\n  num_bottlenecks: 4\n"),
+            &[],
+            "invalid value for `strategy_config`: num_top_kernels × num_bottlenecks is 2048 × 4 = 8192 candidates a round; at most 4096",
+        ),
+        (
+            noop.to_string(),
+            &["--workers", "4294967295"],
+            "invalid value for --workers: the noop platform simulates 1 to 256 devices, found 4294967295",
+        ),
+        (
+            noop.to_string(),
+            &["--max-rounds", "0"],
+            "invalid value for --max-rounds: expected a whole number of at least 1, found 0",
+        ),
+    ];
+    for (yaml, extra, message) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let output = run_with(dir.path(), yaml, extra);
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{yaml} {extra:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(message),
+            "{yaml} {extra:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            !dir.path().join("runs").exists(),
+            "{yaml} {extra:?}: a run directory was left"
+        );
+    }
+}
+
+/// Issue 10: `--max-rounds 0` and `--workers 4294967295` with the shipped noop strategy.
+#[test]
+fn the_flags_of_the_dry_run_are_range_checked() {
+    for (flag, value) in [("--workers", "4294967295"), ("--max-rounds", "0")] {
+        let dir = tempfile::tempdir().unwrap();
+        let output = run(
+            dir.path(),
+            &["--strategy", "noop", flag, value],
+            &example("optimize_01_matvec"),
+        );
+        assert_eq!(output.status.code(), Some(2), "{flag}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(&format!("invalid value for {flag}: ")),
+            "{}",
+            stderr(&output)
+        );
+        assert!(!dir.path().join("runs").exists());
+    }
+}
+
+/// Issue 10: KernelAgent's own noop.yaml, `gpu_name: "NVIDIA H100 NVL 94GB"` and all, runs the
+/// dry run unchanged.
+#[test]
+fn kernelagents_noop_configuration_runs_the_dry_run_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let configs = kernelagent_configs();
+    let output = run(
+        dir.path(),
+        &[
+            "--strategy",
+            "noop",
+            "--provider",
+            "replay",
+            "--config-dir",
+            configs.to_str().unwrap(),
+        ],
+        &example("optimize_01_matvec"),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let config = std::fs::read_to_string(kernelagent_configs().join("noop.yaml")).unwrap();
+    assert!(config.contains("gpu_name: \"NVIDIA H100 NVL 94GB\""));
+}
+
+/// Issue 10: a KernelAgent file on a GPU platform names the GPU its own way; the detected
+/// GPU's row is used and the disagreement is a warning, never an error.
+#[test]
+fn kernelagents_gpu_name_is_a_known_row_and_never_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_nvidia_smi(dir.path());
+    let output = kactors(dir.path())
+        .args([
+            "devices",
+            "--strategy",
+            "beam_search_claude46",
+            "--json",
+            "--config-dir",
+        ])
+        .arg(kernelagent_configs())
+        .env("PATH", &bin)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["devices"][0]["spec"], "NVIDIA H200");
+    assert!(
+        stderr(&output).contains(
+            "warning: configured gpu_name \"NVIDIA H100 NVL\" disagrees with GPU 0, detected as \
+             \"NVIDIA H200\"; using the detected row"
+        ),
+        "{}",
+        stderr(&output)
+    );
+}
+
+/// Issue 10: KernelAgent's config folder holds a technique taxonomy beside its strategies.
+#[test]
+fn strategies_lists_kernelagents_folder_and_names_the_file_it_skips() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = kactors(dir.path())
+        .args(["strategies", "--json", "--config-dir"])
+        .arg(kernelagent_configs())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let listed: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let names: Vec<&str> = listed["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.len(), 17, "{names:?}");
+    assert!(
+        names.contains(&"beam_search_diverse_clustered_xl"),
+        "{names:?}"
+    );
+    let skipped = listed["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    let file = kernelagent_configs().join("techniques_default.yaml");
+    assert_eq!(skipped[0]["file"], file.display().to_string());
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not a strategy configuration but a technique taxonomy"),
+        "{skipped:?}"
+    );
+
+    let plain = kactors(dir.path())
+        .args(["strategies", "--config-dir"])
+        .arg(kernelagent_configs())
+        .output()
+        .unwrap();
+    assert_eq!(plain.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&plain.stdout).lines().count(), 17);
+    assert!(
+        stderr(&plain).contains(&format!(
+            "kactors: warning: skipped {}: not a strategy configuration",
+            file.display()
+        )),
+        "{}",
+        stderr(&plain)
+    );
+}
+
+/// Issue 10: with `--json`, an error before the run starts is also one JSON object on stdout,
+/// a command line clap refuses included.
+#[test]
+fn with_json_an_error_before_the_run_is_one_json_object_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &[
+                "run",
+                "--json",
+                "--strategy",
+                "noop",
+                "--kernel-dir",
+                "nowhere",
+            ],
+            "kernel directory nowhere does not exist or is not a directory",
+        ),
+        (
+            &[
+                "run",
+                "--json",
+                "--strategy",
+                "nope",
+                "--kernel-dir",
+                "nowhere",
+            ],
+            "unknown strategy `nope`",
+        ),
+        (
+            &[
+                "run",
+                "--json",
+                "--strategy",
+                "noop",
+                "--kernel-dir",
+                "k",
+                "--workers",
+                "-1",
+            ],
+            "unexpected argument '-1'",
+        ),
+    ];
+    for (args, message) in cases {
+        let output = kactors(dir.path()).args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        let error: Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(error["type"], "error");
+        assert_eq!(error["exit_code"], 2);
+        assert!(
+            error["message"].as_str().unwrap().contains(message),
+            "{args:?}: {error}"
+        );
+    }
+    let plain = kactors(dir.path())
+        .args(["run", "--strategy", "noop", "--kernel-dir", "nowhere"])
+        .output()
+        .unwrap();
+    assert!(plain.stdout.is_empty(), "without --json stdout stays empty");
+}
+
+/// Issue 10: a 50 MB input.py used to go into every prompt and a 500 MB run directory.
+#[test]
+fn input_and_problem_above_max_source_bytes_exit_2_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = example_without_candidates(dir.path(), "optimize_01_matvec");
+    let mut input = std::fs::read_to_string(kernel.join("input.py")).unwrap();
+    input.push_str(&"#".repeat(2 * 1024 * 1024));
+    std::fs::write(kernel.join("input.py"), &input).unwrap();
+    let output = run(dir.path(), &["--strategy", "noop"], &kernel);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!(
+            "{} is {} bytes, more than max_source_bytes (1048576)",
+            kernel.join("input.py").display(),
+            input.len()
+        )),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!dir.path().join("runs").exists());
+
+    // The key raises the limit; `kactors check` applies it as the run does.
+    std::fs::write(
+        dir.path().join("roomy.yaml"),
+        "platform: noop\nprovider: replay\nmax_source_bytes: 4194304\n",
+    )
+    .unwrap();
+    let check = |strategy: &str| {
+        kactors(dir.path())
+            .args([
+                "check",
+                "--config-dir",
+                ".",
+                "--strategy",
+                strategy,
+                "--kernel-dir",
+            ])
+            .arg(&kernel)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(check("roomy").status.code(), Some(0));
+    let refused = check("noop");
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&refused.stdout).contains("more than max_source_bytes"),
+        "{}",
+        String::from_utf8_lossy(&refused.stdout)
+    );
+}
+
+/// The command with a stdout whose read end is closed before it starts.
+fn with_closed_stdout(command: &mut Command) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    command.stdout(writer).output().unwrap()
+}
+
+/// Issue 10: `kactors strategies | head -0` and the like: a closed stdout is a quiet end, as in
+/// ripgrep, not a panic (exit 101).
+#[test]
+fn a_closed_stdout_is_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = fake_nvidia_smi(dir.path());
+    let matvec = example("optimize_01_matvec");
+    let matvec = matvec.to_str().unwrap();
+    let cases: [(&[&str], i32); 6] = [
+        (&["strategies"], 0),
+        (&["strategies", "--json"], 0),
+        (&["devices"], 0),
+        (&["devices", "--json"], 0),
+        (&["check", "--strategy", "noop", "--kernel-dir", matvec], 0),
+        (
+            &[
+                "check",
+                "--json",
+                "--strategy",
+                "noop",
+                "--kernel-dir",
+                matvec,
+            ],
+            0,
+        ),
+    ];
+    for (args, code) in cases {
+        let output = with_closed_stdout(
+            kactors(dir.path())
+                .args(args)
+                .env("PATH", &bin)
+                .env_remove("CUDA_VISIBLE_DEVICES"),
+        );
+        assert!(
+            !stderr(&output).contains("panicked"),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+        assert_eq!(
+            output.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
 }

@@ -91,6 +91,11 @@ impl Node {
     /// `kactors ARGS` in the node, with `env` on top of a PATH of the node's `bin/`, no device
     /// masks, and a credential that must reach no child.
     fn kactors(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().unwrap()
+    }
+
+    /// The command [`Node::kactors`] runs, for a test that sets its stdout.
+    fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let root = self.dir.path();
         let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
         command
@@ -116,10 +121,17 @@ impl Node {
         for (name, value) in env {
             command.env(name, value);
         }
-        command.output().unwrap()
+        command
     }
 
     fn profile(&self, extra: &[&str], env: &[(&str, &str)]) -> Output {
+        self.profile_command(&[&["--json"][..], extra].concat(), env)
+            .output()
+            .unwrap()
+    }
+
+    /// `kactors profile` of the node's kernel with the fake strategy and the stand-in Python.
+    fn profile_command(&self, extra: &[&str], env: &[(&str, &str)]) -> Command {
         let python = fixtures().join("standin-python");
         let mut args = vec![
             "profile",
@@ -129,10 +141,9 @@ impl Node {
             "kernel",
             "--python",
             python.to_str().unwrap(),
-            "--json",
         ];
         args.extend(extra);
-        self.kactors(&args, env)
+        self.command(&args, env)
     }
 
     fn check(&self, extra: &[&str], env: &[(&str, &str)]) -> Output {
@@ -413,14 +424,39 @@ fn a_hung_rocprofv3_pass_is_killed_within_its_deadline_and_reported() {
     }
 }
 
+/// With `--json` stdout carries only the error's JSON object (issue 10).
+fn assert_json_error(output: &Output, message: &str) {
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(output));
+    let error = json(output);
+    assert_eq!(
+        (&error["type"], &error["exit_code"]),
+        (&"error".into(), &2.into())
+    );
+    assert!(
+        error["message"].as_str().unwrap().contains(message),
+        "{error}"
+    );
+    assert!(stderr(output).contains(message), "{}", stderr(output));
+}
+
 #[test]
-fn profile_usage_errors_exit_2_with_nothing_on_stdout() {
+fn profile_usage_errors_exit_2_with_only_the_json_error_on_stdout() {
     let node = Node::new(Vendor::Nvidia);
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["--gpus", "0,1"], "--gpus takes one id, not 0,1"),
         (
             &["--pass-timeout", "0"],
-            "--pass-timeout 0: expected a positive number",
+            "--pass-timeout 0: expected a positive number of seconds, at most 604800 s (7 days)",
+        ),
+        // Issue 10: these used to panic in Duration::from_secs_f64 (exit 101) with the profile
+        // folder made.
+        (
+            &["--pass-timeout", "1e300"],
+            "--pass-timeout 1e300: expected a positive number of seconds, at most 604800 s (7 days)",
+        ),
+        (
+            &["--timeout", "1e300"],
+            "--timeout 1e300: expected a positive number of seconds",
         ),
         (
             &["--kernel", "absent.py"],
@@ -429,9 +465,7 @@ fn profile_usage_errors_exit_2_with_nothing_on_stdout() {
     ];
     for (extra, message) in cases {
         let output = node.profile(extra, &[]);
-        assert_eq!(output.status.code(), Some(2), "{extra:?}");
-        assert_eq!(stdout(&output), "", "{extra:?}");
-        assert!(stderr(&output).contains(message), "{}", stderr(&output));
+        assert_json_error(&output, message);
     }
     let noop = node.kactors(
         &[
@@ -444,17 +478,28 @@ fn profile_usage_errors_exit_2_with_nothing_on_stdout() {
         ],
         &[],
     );
-    assert_eq!(noop.status.code(), Some(2));
-    assert_eq!(stdout(&noop), "");
-    assert!(
-        stderr(&noop).contains("the noop platform has no profiler"),
-        "{}",
-        stderr(&noop)
-    );
+    assert_json_error(&noop, "the noop platform has no profiler");
     assert!(
         !node.path("runs").exists(),
         "no folder for a profile that never ran"
     );
+}
+
+/// Issue 10: `kactors profile | head -0` ends quietly, with the profile's own exit code.
+#[test]
+fn profile_with_a_closed_stdout_is_not_a_panic() {
+    let node = Node::new(Vendor::Nvidia);
+    for extra in [&["--json"][..], &[]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let output = node
+            .profile_command(extra, &[])
+            .stdout(writer)
+            .output()
+            .unwrap();
+        assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    }
 }
 
 #[test]

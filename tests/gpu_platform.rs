@@ -269,3 +269,29 @@ fn each_worker_pins_its_evaluator_to_its_own_gpu() {
         );
     }
 }
+
+/// Issue 10: a KernelAgent kernel directory has no candidates/ folder; with the replay provider
+/// the run evaluates the initial kernel, says the folder is missing, and ends as planned.
+#[test]
+fn a_kernel_directory_without_candidates_ends_after_the_initial_kernel() {
+    let node = Node::new(&[]);
+    std::fs::remove_dir(node.dir.path().join("kernel/candidates")).unwrap();
+    let (output, run) = node.run();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains(
+            "warning: the replay folder kernel/candidates does not exist: the replay provider has \
+             no candidates"
+        ),
+        "{stderr}"
+    );
+    let records = journal(&run);
+    assert_eq!(finished(&records, 0)["passed"], true);
+    let last = records.last().unwrap();
+    assert_eq!(
+        (last["type"].as_str(), last["outcome"].as_str()),
+        (Some("run_finished"), Some("completed"))
+    );
+    assert_eq!(last["best_candidate"], 0);
+}

@@ -8,6 +8,7 @@ use std::time::Duration;
 use actors::search::{Pacing, SearchKind, SearchSettings};
 use serde::Serialize;
 
+use super::ranges::{DEFAULT_MAX_SOURCE_BYTES, MAX_CANDIDATES_PER_ROUND, NOOP_WORKERS};
 use super::schema::{ComponentPlatform, ConfigError, ConfigFile, LlmKeys, PlatformSpec, Vendor};
 use super::strategies::StrategyFile;
 
@@ -79,6 +80,8 @@ pub struct RunSettings {
     pub gpu_wait_s: f64,
     /// As configured; `None` takes the platform's default (true on ROCm).
     pub stop_evaluator_for_profile: Option<bool>,
+    /// The largest input.py and problem.py accepted, in bytes.
+    pub max_source_bytes: u64,
     pub profile_pass_timeout_s: f64,
     pub profile_budget_s: f64,
     /// Early stop at the roofline: off by default on every platform (the ROCm review kept it off
@@ -198,6 +201,24 @@ pub fn resolve(
     } else {
         strategy.num_top_kernels.unwrap_or(2)
     };
+    let num_bottlenecks = strategy.num_bottlenecks.unwrap_or(2);
+    if num_top_kernels * num_bottlenecks > MAX_CANDIDATES_PER_ROUND {
+        return Err(invalid(
+            "strategy_config",
+            format!(
+                "num_top_kernels × num_bottlenecks is {num_top_kernels} × {num_bottlenecks} = {} \
+                 candidates a round; at most {MAX_CANDIDATES_PER_ROUND} are accepted: lower one \
+                 of them",
+                num_top_kernels * num_bottlenecks
+            ),
+        ));
+    }
+    if cli.max_rounds == Some(0) {
+        return Err(ConfigError::InvalidFlag {
+            flag: "--max-rounds",
+            message: "expected a whole number of at least 1, found 0".into(),
+        });
+    }
     let search = SearchSettingsRecord {
         strategy: if greedy { "greedy" } else { "beam_search" },
         pacing: if config.search.as_deref() == Some("steady") {
@@ -206,7 +227,7 @@ pub fn resolve(
             "rounds"
         },
         num_top_kernels,
-        num_bottlenecks: strategy.num_bottlenecks.unwrap_or(2),
+        num_bottlenecks,
         max_rounds: cli.max_rounds.or(config.max_rounds).unwrap_or(5),
         max_no_improvement: if greedy {
             Some(strategy.max_no_improvement.unwrap_or(3))
@@ -231,11 +252,28 @@ pub fn resolve(
         Some(dir) if path.is_relative() => dir.join(path),
         _ => path.to_path_buf(),
     };
+    let num_workers = cli.workers.or(config.num_workers);
     if cli.workers == Some(0) {
-        return Err(invalid(
-            "num_workers",
-            "--workers must be at least 1".into(),
-        ));
+        return Err(ConfigError::InvalidFlag {
+            flag: "--workers",
+            message: "expected a whole number of at least 1, found 0".into(),
+        });
+    }
+    if let Some(workers) =
+        num_workers.filter(|n| platform == Platform::Noop && !NOOP_WORKERS.contains(n))
+    {
+        let message = format!(
+            "the noop platform simulates {} to {} devices, found {workers}",
+            NOOP_WORKERS.start(),
+            NOOP_WORKERS.end()
+        );
+        return Err(match cli.workers {
+            Some(_) => ConfigError::InvalidFlag {
+                flag: "--workers",
+                message,
+            },
+            None => invalid("num_workers", message),
+        });
     }
     Ok(RunSettings {
         strategy: file.name.clone(),
@@ -243,7 +281,7 @@ pub fn resolve(
         platform,
         profiler_enabled,
         search,
-        num_workers: cli.workers.or(config.num_workers),
+        num_workers,
         python: cli
             .python
             .clone()
@@ -269,6 +307,7 @@ pub fn resolve(
         kill_grace_s: config.kill_grace_s.unwrap_or(5.0),
         gpu_wait_s: config.gpu_wait_s.unwrap_or(0.0),
         stop_evaluator_for_profile: config.stop_evaluator_for_profile,
+        max_source_bytes: config.max_source_bytes.unwrap_or(DEFAULT_MAX_SOURCE_BYTES),
         // ncu replays each kernel once per metric pass, and rocprofv3 starts Python once per
         // counter group: minutes, not seconds, for a large kernel.
         profile_pass_timeout_s: config.profile_pass_timeout_s.unwrap_or(300.0),
@@ -363,6 +402,93 @@ mod tests {
                 search.max_no_improvement
             ),
             (SearchKind::Greedy, 1, Some(3))
+        );
+    }
+
+    fn error_of(text: &str, cli: CliOverrides) -> String {
+        settings(text, cli).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn candidates_per_round_are_at_most_4096() {
+        let square = "strategy_config:\n  num_top_kernels: 64\n  num_bottlenecks: 64\n";
+        assert_eq!(
+            settings(square, CliOverrides::default())
+                .unwrap()
+                .search()
+                .candidates_per_round(),
+            4096
+        );
+        assert_eq!(
+            error_of(
+                "strategy_config:\n  num_top_kernels: 4096\n  num_bottlenecks: 4096\n",
+                CliOverrides::default()
+            ),
+            "/cfg/t.yaml: invalid value for `strategy_config`: num_top_kernels × num_bottlenecks \
+             is 4096 × 4096 = 16777216 candidates a round; at most 4096 are accepted: lower one \
+             of them"
+        );
+        // The default M (2) counts too.
+        assert!(
+            error_of(
+                "strategy_config:\n  num_top_kernels: 4096\n",
+                CliOverrides::default()
+            )
+            .contains("4096 × 2 = 8192")
+        );
+    }
+
+    #[test]
+    fn the_noop_platform_simulates_at_most_256_devices() {
+        let workers = |n| CliOverrides {
+            workers: Some(n),
+            ..CliOverrides::default()
+        };
+        assert_eq!(
+            error_of("platform: noop\n", workers(4294967295)),
+            "invalid value for --workers: the noop platform simulates 1 to 256 devices, found \
+             4294967295"
+        );
+        assert_eq!(
+            error_of(
+                "platform: noop\nnum_workers: 257\n",
+                CliOverrides::default()
+            ),
+            "/cfg/t.yaml: invalid value for `num_workers`: the noop platform simulates 1 to 256 \
+             devices, found 257"
+        );
+        assert_eq!(
+            settings("platform: noop\n", workers(256))
+                .unwrap()
+                .num_workers,
+            Some(256)
+        );
+        // A GPU platform clamps to the visible devices instead.
+        assert_eq!(
+            settings("platform: nvidia\n", workers(4294967295))
+                .unwrap()
+                .num_workers,
+            Some(4294967295)
+        );
+        assert_eq!(
+            error_of("", workers(0)),
+            "invalid value for --workers: expected a whole number of at least 1, found 0"
+        );
+    }
+
+    #[test]
+    fn max_rounds_0_is_refused_on_the_command_line_as_in_a_file() {
+        let cli = CliOverrides {
+            max_rounds: Some(0),
+            ..CliOverrides::default()
+        };
+        assert_eq!(
+            error_of("", cli),
+            "invalid value for --max-rounds: expected a whole number of at least 1, found 0"
+        );
+        assert_eq!(
+            error_of("max_rounds: 0\n", CliOverrides::default()),
+            "t.yaml: invalid value for `max_rounds`: expected a whole number of at least 1, found 0"
         );
     }
 

@@ -5,10 +5,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
+
+use super::ranges::{
+    BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_DURATION_S, MAX_INFLIGHT, MAX_REFINEMENTS,
+    MAX_SOURCE_BYTES, SEARCH_FACTOR, max_duration_words,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -26,6 +32,11 @@ pub enum ConfigError {
     Yaml { file: String, message: String },
     #[error("{file}: expected a mapping of keys at the top level")]
     NotAMapping { file: String },
+    #[error(
+        "{file}: not a strategy configuration but a technique taxonomy (a top-level `techniques` \
+         list, which KernelAgent's technique_clustering reads)"
+    )]
+    TechniqueTaxonomy { file: String },
     #[error("{file}: unknown key `{key}`{suggestion}")]
     UnknownKey {
         file: String,
@@ -38,6 +49,8 @@ pub enum ConfigError {
         key: String,
         message: String,
     },
+    #[error("invalid value for {flag}: {message}")]
+    InvalidFlag { flag: &'static str, message: String },
 }
 
 /// The vendor a platform entry names.
@@ -137,6 +150,8 @@ pub struct ConfigFile {
     pub kill_grace_s: Option<f64>,
     /// How long to wait for a GPU that another kactors run holds; 0 fails at once.
     pub gpu_wait_s: Option<f64>,
+    /// The largest input.py and problem.py accepted, in bytes.
+    pub max_source_bytes: Option<u64>,
     /// Stop a device's evaluator while its profiler runs; default true on ROCm only.
     pub stop_evaluator_for_profile: Option<bool>,
     /// The most one profiler invocation may take before the Watchdog ends it.
@@ -177,6 +192,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "kill_grace_s",
     "gpu_wait_s",
     "stop_evaluator_for_profile",
+    "max_source_bytes",
     "profile_pass_timeout_s",
     "profile_budget_s",
     "stop_at_roofline",
@@ -306,16 +322,41 @@ impl Reader<'_> {
         Ok(number)
     }
 
-    fn seconds(&self, key: &str, value: &Value) -> Result<f64, ConfigError> {
-        let seconds: f64 = self.value(key, value, "a number of seconds")?;
-        if !seconds.is_finite() || seconds < 0.0 {
-            return Err(ConfigError::InvalidValue {
+    /// A whole number within `range`, both ends included.
+    fn whole<T>(&self, key: &str, value: &Value, range: RangeInclusive<T>) -> Result<T, ConfigError>
+    where
+        T: TryFrom<u64> + PartialOrd + fmt::Display,
+    {
+        value
+            .as_u64()
+            .and_then(|number| T::try_from(number).ok())
+            .filter(|number| range.contains(number))
+            .ok_or_else(|| ConfigError::InvalidValue {
                 file: self.file.to_string(),
                 key: key.to_string(),
-                message: format!("expected a number of seconds of 0 or more, found {seconds}"),
-            });
-        }
-        Ok(seconds)
+                message: format!(
+                    "expected a whole number from {} to {}, found {}",
+                    range.start(),
+                    range.end(),
+                    describe(value)
+                ),
+            })
+    }
+
+    /// A number of seconds from 0 to [`MAX_DURATION_S`].
+    fn seconds(&self, key: &str, value: &Value) -> Result<f64, ConfigError> {
+        value
+            .as_f64()
+            .filter(|seconds| (0.0..=MAX_DURATION_S).contains(seconds))
+            .ok_or_else(|| ConfigError::InvalidValue {
+                file: self.file.to_string(),
+                key: key.to_string(),
+                message: format!(
+                    "expected a number of seconds from 0 to {}, found {}",
+                    max_duration_words(),
+                    describe(value)
+                ),
+            })
     }
 }
 
@@ -414,6 +455,12 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             });
         }
     };
+    // KernelAgent keeps its technique taxonomy beside its configurations.
+    if top.get("techniques").is_some_and(Value::is_sequence) {
+        return Err(ConfigError::TechniqueTaxonomy {
+            file: file.to_string(),
+        });
+    }
     let mut reader = Reader {
         file,
         ignored: Vec::new(),
@@ -455,11 +502,11 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                     match inner.as_str() {
                         "num_top_kernels" => {
                             config.strategy_config.num_top_kernels =
-                                Some(reader.positive(&path, value)?)
+                                Some(reader.whole(&path, value, SEARCH_FACTOR)?)
                         }
                         "num_bottlenecks" => {
                             config.strategy_config.num_bottlenecks =
-                                Some(reader.positive(&path, value)?)
+                                Some(reader.whole(&path, value, SEARCH_FACTOR)?)
                         }
                         "max_no_improvement" => {
                             config.strategy_config.max_no_improvement =
@@ -501,17 +548,18 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "max_rounds" => config.max_rounds = Some(reader.positive(key, value)?),
             "gpu_name" => config.gpu_name = Some(reader.value(key, value, "a GPU name")?),
             "benchmark_warmup" => {
-                config.benchmark_warmup = Some(reader.value(key, value, "a whole number")?)
+                config.benchmark_warmup = Some(reader.whole(key, value, BENCHMARK_WARMUP)?)
             }
-            "benchmark_repeat" => config.benchmark_repeat = Some(reader.positive(key, value)?),
+            "benchmark_repeat" => {
+                config.benchmark_repeat = Some(reader.whole(key, value, BENCHMARK_REPEAT)?)
+            }
             "bottleneck_override" => {
                 config.bottleneck_override =
                     Some(reader.value(key, value, "memory, compute or underutilized")?)
             }
             "test_timeout_s" => config.test_timeout_s = Some(reader.seconds(key, value)?),
             "max_refinements" => {
-                config.max_refinements =
-                    Some(reader.value(key, value, "a whole number (0 turns refinement off)")?)
+                config.max_refinements = Some(reader.whole(key, value, MAX_REFINEMENTS)?)
             }
             "templates" => {
                 for (name, value) in reader.mapping(key, value)? {
@@ -571,6 +619,9 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 config.profile_pass_timeout_s = Some(reader.seconds(key, value)?)
             }
             "profile_budget_s" => config.profile_budget_s = Some(reader.seconds(key, value)?),
+            "max_source_bytes" => {
+                config.max_source_bytes = Some(reader.whole(key, value, MAX_SOURCE_BYTES)?)
+            }
             "stop_at_roofline" => {
                 config.stop_at_roofline = Some(reader.value(key, value, "true or false")?)
             }
@@ -586,7 +637,9 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "temperature" => {
                 config.llm.temperature = Some(reader.value(key, value, "a number such as 0.7")?)
             }
-            "max_inflight" => config.llm.max_inflight = Some(reader.positive(key, value)?),
+            "max_inflight" => {
+                config.llm.max_inflight = Some(reader.whole(key, value, MAX_INFLIGHT)?)
+            }
             "requests_per_minute" => {
                 config.llm.requests_per_minute = Some(reader.positive(key, value)?)
             }
@@ -716,8 +769,106 @@ mod tests {
         assert_eq!(config.max_refinements, Some(0));
         assert_eq!(
             error_of("max_refinements: -1\n"),
-            "configs/test.yaml: invalid value for `max_refinements`: expected a whole number (0 turns refinement off), found `-1`"
+            "configs/test.yaml: invalid value for `max_refinements`: expected a whole number from 0 to 100, found `-1`"
         );
+    }
+
+    /// `key: value` alone in a file: accepted (`None`), or the error's message after the key.
+    fn check(key: &str, value: &str, expected: Option<&str>) {
+        let text = format!("{key}: {value}\n");
+        let outcome = parse_config("c.yaml", &text).err().map(|e| e.to_string());
+        let expected =
+            expected.map(|message| format!("c.yaml: invalid value for `{key}`: {message}"));
+        assert_eq!(outcome, expected, "{text}");
+    }
+
+    const DURATION_KEYS: &[&str] = &[
+        "noop_eval_s",
+        "replay_latency_s",
+        "kill_grace_s",
+        "request_timeout_s",
+        "test_timeout_s",
+        "profile_pass_timeout_s",
+        "profile_budget_s",
+        "gpu_wait_s",
+    ];
+
+    #[test]
+    fn every_duration_is_at_most_a_week() {
+        let expected = |found: &str| {
+            format!("expected a number of seconds from 0 to 604800 s (7 days), found {found}")
+        };
+        for key in DURATION_KEYS {
+            check(key, "1e300", Some(&expected("`1e300`")));
+            check(key, "604801", Some(&expected("`604801`")));
+            check(key, "-1", Some(&expected("`-1`")));
+            check(key, ".inf", Some(&expected("`.inf`")));
+            check(key, ".nan", Some(&expected("`.nan`")));
+            check(key, "soon", Some(&expected("\"soon\"")));
+            check(key, "604800", None);
+            check(key, "0.25", None);
+            check(key, "0", None);
+        }
+    }
+
+    #[test]
+    fn every_count_has_a_range() {
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("benchmark_warmup", "0", None),
+            ("benchmark_warmup", "10000", None),
+            (
+                "benchmark_warmup",
+                "10001",
+                Some("expected a whole number from 0 to 10000, found `10001`"),
+            ),
+            (
+                "benchmark_repeat",
+                "0",
+                Some("expected a whole number from 1 to 10000, found `0`"),
+            ),
+            ("benchmark_repeat", "10000", None),
+            ("max_refinements", "100", None),
+            (
+                "max_refinements",
+                "4294967296",
+                Some("expected a whole number from 0 to 100, found `4294967296`"),
+            ),
+            ("max_inflight", "1024", None),
+            (
+                "max_inflight",
+                "1025",
+                Some("expected a whole number from 1 to 1024, found `1025`"),
+            ),
+            (
+                "max_inflight",
+                "2.5",
+                Some("expected a whole number from 1 to 1024, found `2.5`"),
+            ),
+            ("max_source_bytes", "67108864", None),
+            (
+                "max_source_bytes",
+                "67108865",
+                Some("expected a whole number from 1 to 67108864, found `67108865`"),
+            ),
+        ];
+        for (key, value, expected) in cases {
+            check(key, value, *expected);
+        }
+    }
+
+    #[test]
+    fn each_search_factor_is_at_most_4096() {
+        for inner in ["num_top_kernels", "num_bottlenecks"] {
+            let text = format!("strategy_config:\n  {inner}: 65536\n");
+            assert_eq!(
+                parse_config("c.yaml", &text).unwrap_err().to_string(),
+                format!(
+                    "c.yaml: invalid value for `strategy_config.{inner}`: expected a whole number from 1 to 4096, found `65536`"
+                )
+            );
+            let text = format!("strategy_config:\n  {inner}: 4096\n");
+            parse_config("c.yaml", &text).unwrap();
+        }
     }
 
     #[test]
@@ -745,20 +896,21 @@ mod tests {
             "/tests/fixtures/kernelagent-configs"
         );
         let mut loaded = 0;
+        let mut taxonomies = Vec::new();
         for entry in std::fs::read_dir(folder).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|ext| ext != "yaml") {
                 continue;
             }
             let text = std::fs::read_to_string(&path).unwrap();
-            // techniques_default.yaml is the technique list that technique_clustering reads, not
-            // a strategy configuration.
-            if text.lines().any(|line| line.starts_with("techniques:")) {
-                continue;
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            match parse_config(&name, &text) {
+                Ok(_) => loaded += 1,
+                Err(ConfigError::TechniqueTaxonomy { file }) => taxonomies.push(file),
+                Err(error) => panic!("{error}"),
             }
-            parse_config(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
-            loaded += 1;
         }
-        assert!(loaded >= 16, "only {loaded} KernelAgent files were found");
+        assert_eq!(loaded, 17, "KernelAgent ships 17 configuration files");
+        assert_eq!(taxonomies, ["techniques_default.yaml"]);
     }
 }

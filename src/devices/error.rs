@@ -72,8 +72,6 @@ pub enum DeviceError {
         vendor: SelectedVendor,
         visible: String,
     },
-    #[error("configured gpu_name {name:?} names no row of the GPU spec table (rows: {rows})")]
-    UnknownGpuName { name: String, rows: String },
     #[error("cannot create the GPU lock directory {path}: {source}")]
     LockDirectory {
         path: PathBuf,

@@ -6,7 +6,7 @@ use super::error::DeviceError;
 use super::masks::{AmdMasks, Mask, VisibilityMasks, resolve_masks};
 use super::nvidia::{NvidiaGpu, apply_cuda_mask, list_nvidia_gpus};
 use super::rocm::{AmdGpu, apply_amd_masks, list_amd_gpus};
-use super::specs::{AmdIdentity, GpuSpec, amd_row, nvidia_row, spec_by_name, spec_table};
+use super::specs::{AmdIdentity, amd_row, nvidia_row, spec_by_name, spec_table};
 use super::tool::{Listing, TOOL_TIMEOUT};
 
 /// The platform a strategy's configuration asks for (its `platform`, or the vendor its
@@ -40,19 +40,16 @@ pub fn select_devices(
     request: &DeviceRequest,
     host: &HostEnvironment,
 ) -> Result<DeviceSelection, DeviceError> {
-    let configured_spec = request
-        .gpu_name
-        .as_deref()
-        .map(configured_spec)
-        .transpose()?;
     let (vendor, devices, mut warnings) = match request.platform {
+        // A simulated device has no spec: gpu_name is not looked up, so KernelAgent's files,
+        // whatever GPU they name, run on noop.
         PlatformRequest::Noop => {
             let devices = (0..request.noop_devices.get())
                 .map(|id| Device {
                     id,
                     name: "noop".to_string(),
                     kind: DeviceKind::Noop,
-                    spec: configured_spec,
+                    spec: None,
                 })
                 .collect();
             (SelectedVendor::Noop, devices, Vec::new())
@@ -63,7 +60,7 @@ pub fn select_devices(
     };
     let mut devices = restrict_to_listed(devices, request.gpus.as_deref(), vendor)?;
     if vendor != SelectedVendor::Noop {
-        settle_specs(&mut devices, configured_spec, &mut warnings);
+        settle_specs(&mut devices, request.gpu_name.as_deref(), &mut warnings);
     }
     Ok(DeviceSelection {
         vendor,
@@ -298,17 +295,6 @@ fn amd_device(gpu: AmdGpu) -> Device {
     }
 }
 
-fn configured_spec(gpu_name: &str) -> Result<&'static GpuSpec, DeviceError> {
-    spec_by_name(gpu_name).ok_or_else(|| DeviceError::UnknownGpuName {
-        name: gpu_name.to_string(),
-        rows: spec_table()
-            .iter()
-            .map(|row| row.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", "),
-    })
-}
-
 /// `--gpus`: keeps the listed devices, in the selection's order.
 fn restrict_to_listed(
     devices: Vec<Device>,
@@ -341,24 +327,28 @@ fn restrict_to_listed(
         .collect())
 }
 
-/// The detected row wins; the configured gpu_name fills in only where detection found none.
-fn settle_specs(
-    devices: &mut [Device],
-    configured: Option<&'static GpuSpec>,
-    warnings: &mut Vec<String>,
-) {
+/// The detected row wins; the configured gpu_name fills in only where detection found none. A
+/// gpu_name that names no row is never an error (KernelAgent's files carry names of their own):
+/// the warning says which row each device uses instead.
+fn settle_specs(devices: &mut [Device], gpu_name: Option<&str>, warnings: &mut Vec<String>) {
+    let configured = gpu_name.map(|name| (name, spec_by_name(name)));
     for device in devices {
         let (id, name) = (device.id, &device.name);
         match (device.spec, configured) {
-            (Some(detected), Some(configured)) if detected.name != configured.name => {
+            (Some(detected), Some((_, Some(configured)))) if detected.name != configured.name => {
                 warnings.push(format!(
                     "configured gpu_name {:?} disagrees with GPU {id}, detected as {:?}; using \
                      the detected row",
                     configured.name, detected.name
                 ));
             }
+            (Some(detected), Some((unknown, None))) => warnings.push(format!(
+                "configured gpu_name {unknown:?} names no row of the GPU spec table; using GPU \
+                 {id}'s detected row {:?}",
+                detected.name
+            )),
             (Some(_), _) => {}
-            (None, Some(configured)) => {
+            (None, Some((_, Some(configured)))) => {
                 warnings.push(format!(
                     "no spec row matches GPU {id} ({name:?}); using the configured gpu_name's \
                      row {:?}",
@@ -366,6 +356,10 @@ fn settle_specs(
                 ));
                 device.spec = Some(configured);
             }
+            (None, Some((unknown, None))) => warnings.push(format!(
+                "configured gpu_name {unknown:?} names no row of the GPU spec table and no row \
+                 matches GPU {id} ({name:?}); its spec is null (rows are in data/gpu_specs.yaml)"
+            )),
             (None, None) => warnings.push(format!(
                 "no spec row matches GPU {id} ({name:?}); its spec is null (rows are in \
                  data/gpu_specs.yaml)"
@@ -901,29 +895,50 @@ mod tests {
             specs_and_warnings(&nvidia_only(), AUTO, Some("NVIDIA H100 80GB HBM3")),
             (some("NVIDIA H100 SXM", 4), vec![])
         );
+    }
+
+    #[test]
+    fn the_noop_platform_never_looks_gpu_name_up() {
+        for gpu_name in ["AMD Instinct MI300X", "NVIDIA GeForce RTX 5080", "H100"] {
+            assert_eq!(
+                specs_and_warnings(&nvidia_only(), Noop, Some(gpu_name)),
+                (vec![None, None], vec![])
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_gpu_name_is_a_warning_naming_the_row_used_instead() {
+        let (specs, warnings) = specs_and_warnings(&nvidia_only(), AUTO, Some("H100"));
+        assert_eq!(specs, some("NVIDIA H100 SXM", 4));
         assert_eq!(
-            specs_and_warnings(&nvidia_only(), Noop, Some("AMD Instinct MI300X")),
-            (some("AMD Instinct MI300X", 2), vec![])
+            warnings[0],
+            "configured gpu_name \"H100\" names no row of the GPU spec table; using GPU 0's \
+             detected row \"NVIDIA H100 SXM\""
+        );
+        assert_eq!(warnings.len(), 4);
+        let node = FakeNode::new();
+        node.nvidia_smi("nvidia-smi-tesla-m40.csv", 0);
+        assert_eq!(
+            specs_and_warnings(&node, AUTO, Some("NVIDIA GeForce RTX 5080")),
+            (
+                vec![None],
+                vec![
+                    "configured gpu_name \"NVIDIA GeForce RTX 5080\" names no row of the GPU \
+                     spec table and no row matches GPU 0 (\"Tesla M40 24GB\"); its spec is null \
+                     (rows are in data/gpu_specs.yaml)"
+                        .to_string()
+                ]
+            )
         );
     }
 
     #[test]
-    fn an_unknown_gpu_name_is_an_error() {
-        let message = outcome(
-            &nvidia_only(),
-            &DeviceRequest {
-                gpu_name: Some("H100".into()),
-                ..request(AUTO)
-            },
-            &[],
-        );
-        assert!(
-            message.starts_with(
-                "configured gpu_name \"H100\" names no row of the GPU spec table (rows: NVIDIA \
-                 A100 SXM4 40GB, "
-            ),
-            "{message}"
-        );
+    fn kernelagents_gpu_name_is_the_h100_nvl_row() {
+        let node = FakeNode::new();
+        node.nvidia_smi("nvidia-smi-tesla-m40.csv", 0);
+        let (specs, _) = specs_and_warnings(&node, AUTO, Some("NVIDIA H100 NVL 94GB"));
+        assert_eq!(specs, some("NVIDIA H100 NVL", 1));
     }
 
     #[test]

@@ -1,0 +1,118 @@
+//! The accepted range of every number a configuration file or a flag gives, in one place: the
+//! README's "Ranges" table documents these constants. Each bound is there so that nothing a
+//! user writes can panic the process, wrap a multiplication or ask for an absurd allocation.
+
+use std::ops::RangeInclusive;
+
+/// The longest duration any key or flag takes, in seconds: a week. Deadlines derived from one
+/// (a step's deadline × 4 for the reference timings, `Instant::now() + …`) stay far from
+/// overflowing, and `Duration::from_secs_f64` never sees a value it panics on.
+pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
+
+/// `strategy_config.num_top_kernels` (N) and `num_bottlenecks` (M), each.
+pub const SEARCH_FACTOR: RangeInclusive<u32> = 1..=4096;
+
+/// N × M, the candidates of one round: a round's requests go out together and its candidates
+/// are numbered and planned at once.
+pub const MAX_CANDIDATES_PER_ROUND: u32 = 4096;
+
+/// Simulated devices on the noop platform (`num_workers`, `--workers`). On a GPU platform the
+/// workers are clamped to the visible devices instead.
+pub const NOOP_WORKERS: RangeInclusive<u32> = 1..=256;
+
+/// `max_refinements`: further attempts at a candidate that failed verification.
+pub const MAX_REFINEMENTS: RangeInclusive<u32> = 0..=100;
+
+/// `benchmark_warmup`: untimed calls before a timing.
+pub const BENCHMARK_WARMUP: RangeInclusive<u32> = 0..=10_000;
+
+/// `benchmark_repeat`: timed calls.
+pub const BENCHMARK_REPEAT: RangeInclusive<u32> = 1..=10_000;
+
+/// `max_inflight`: LLM requests in flight at once.
+pub const MAX_INFLIGHT: RangeInclusive<u32> = 1..=1024;
+
+/// `max_source_bytes`: the largest input.py and problem.py accepted. Both go into every prompt,
+/// so their size is paid for in tokens on every request.
+pub const MAX_SOURCE_BYTES: RangeInclusive<u64> = 1..=64 * 1024 * 1024;
+
+/// `max_source_bytes` when not set: 1 MiB.
+pub const DEFAULT_MAX_SOURCE_BYTES: u64 = 1024 * 1024;
+
+/// A duration's bound as people read it: "604800 s (7 days)".
+pub fn max_duration_words() -> String {
+    format!(
+        "{MAX_DURATION_S} s ({} days)",
+        MAX_DURATION_S / (24.0 * 3600.0)
+    )
+}
+
+/// A number as a person wrote it: `1e300` rather than its 301 digits, `0.5` as it is.
+pub fn number_words(number: f64) -> String {
+    if number.is_finite() && number.abs() < 1e15 {
+        number.to_string()
+    } else {
+        format!("{number:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readme_ranges_table_shows_these_bounds() {
+        let readme =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        let documented = [
+            format!("0 to {MAX_DURATION_S} s (7 days)"),
+            format!(
+                "| {} to {} each, and N × M ≤ {MAX_CANDIDATES_PER_ROUND} |",
+                SEARCH_FACTOR.start(),
+                SEARCH_FACTOR.end()
+            ),
+            format!(
+                "on noop {} to {} simulated devices",
+                NOOP_WORKERS.start(),
+                NOOP_WORKERS.end()
+            ),
+            format!(
+                "| `max_refinements` | {} to {} |",
+                MAX_REFINEMENTS.start(),
+                MAX_REFINEMENTS.end()
+            ),
+            format!(
+                "| `benchmark_warmup`, `benchmark_repeat` | {} to {}, {} to {} |",
+                BENCHMARK_WARMUP.start(),
+                BENCHMARK_WARMUP.end(),
+                BENCHMARK_REPEAT.start(),
+                BENCHMARK_REPEAT.end()
+            ),
+            format!(
+                "| `max_inflight` | {} to {} |",
+                MAX_INFLIGHT.start(),
+                MAX_INFLIGHT.end()
+            ),
+            format!(
+                "| `max_source_bytes` | {} to {} (64 MiB) | {DEFAULT_MAX_SOURCE_BYTES} (1 MiB) |",
+                MAX_SOURCE_BYTES.start(),
+                MAX_SOURCE_BYTES.end()
+            ),
+        ];
+        for bound in documented {
+            assert!(
+                readme.contains(&bound),
+                "README.md's Ranges table lacks {bound:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn numbers_read_as_written() {
+        assert_eq!(number_words(1e300), "1e300");
+        assert_eq!(number_words(0.0), "0");
+        assert_eq!(number_words(2.5), "2.5");
+        assert_eq!(number_words(f64::INFINITY), "inf");
+        assert_eq!(max_duration_words(), "604800 s (7 days)");
+    }
+}

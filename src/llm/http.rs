@@ -9,7 +9,7 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::request::{ChatReply, ChatRequest};
-use super::retry::parse_retry_after;
+use super::retry::{delay_from_seconds, parse_retry_after};
 use super::settings::{LlmSettings, Provider};
 use super::{anthropic, openai};
 
@@ -182,11 +182,11 @@ fn body_excerpt(body: &str) -> String {
 /// `retry-after-ms` (sent by OpenAI) wins over `retry-after` (seconds or an HTTP date).
 fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    if let Some(milliseconds) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
-        && milliseconds.is_finite()
-        && milliseconds >= 0.0
+    if let Some(delay) = header("retry-after-ms")
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .and_then(|milliseconds| delay_from_seconds(milliseconds / 1000.0))
     {
-        return Some(Duration::from_secs_f64(milliseconds / 1000.0));
+        return Some(delay);
     }
     parse_retry_after(header("retry-after")?, now)
 }
@@ -798,6 +798,29 @@ mod tests {
         assert_eq!(server.recorded().len(), 2);
     }
 
+    /// Issue 10: `retry-after: 1e30` panicked the request task (Duration::from_secs_f64), which
+    /// the run then journaled as "the llm broker is gone". It is a wait as long as the policy
+    /// allows.
+    #[tokio::test]
+    async fn an_absurd_retry_after_waits_the_longest_the_policy_allows() {
+        let rate_limited = |name: &'static str, value: &str| Scripted::Answer {
+            status: 429,
+            headers: vec![(name, value.to_string())],
+            body: r#"{"error":{"type":"rate_limit_error","message":"slow down"}}"#.to_string(),
+        };
+        let server = LoopbackServer::start(vec![
+            rate_limited("retry-after", "1e30"),
+            rate_limited("retry-after-ms", "1e300"),
+            rate_limited("retry-after", "inf"),
+            answer(200, OPENAI_OK),
+        ])
+        .await;
+        let provider = provider(&server, model("gpt-5"));
+        let (outcome, sleeps) = send_recording_sleeps(&provider, &request("r9"), &policy()).await;
+        assert_eq!(outcome.unwrap().attempts, 4);
+        assert_eq!(sleeps, vec![policy().max_delay; 3]);
+    }
+
     #[tokio::test]
     async fn overloaded_and_unavailable_are_retried() {
         let server = LoopbackServer::start(vec![
@@ -1018,6 +1041,10 @@ mod tests {
             retry_after(&headers, now),
             Some(Duration::from_millis(1500))
         );
+        headers.insert("retry-after-ms", "1e300".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::MAX));
+        headers.insert("retry-after-ms", "NaN".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(30)));
     }
 
     #[test]

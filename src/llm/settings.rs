@@ -17,6 +17,9 @@ const DEFAULT_MAX_TOKENS: u32 = 32_000;
 const DEFAULT_MAX_INFLIGHT: u32 = 4;
 /// Long answers (tens of thousands of tokens, with thinking) take minutes to generate.
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// A day: no answer is worth waiting longer for, and the bound keeps a huge configured number
+/// from overflowing a Duration.
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
 /// Anthropic rejects a thinking budget below 1024 tokens.
 const MIN_THINKING_BUDGET_TOKENS: u32 = 1024;
 
@@ -637,12 +640,14 @@ fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
         return Err(invalid("tokens_per_minute", 0, "at least 1, or no limit"));
     }
     let request_timeout = match raw.request_timeout_s {
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 => Duration::from_secs_f64(seconds),
+        Some(seconds) if seconds > 0.0 && seconds <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
+            Duration::from_secs_f64(seconds)
+        }
         Some(seconds) => {
             return Err(invalid(
                 "request_timeout_s",
                 seconds,
-                "a positive number of seconds",
+                "a positive number of seconds, at most 86400",
             ));
         }
         None => DEFAULT_REQUEST_TIMEOUT,
@@ -1130,7 +1135,15 @@ mod tests {
                 request_timeout_s: Some(0.0),
                 ..raw("gpt-5")
             },
-            "invalid request_timeout_s 0: expected a positive number of seconds",
+            "invalid request_timeout_s 0: expected a positive number of seconds, at most 86400",
+        );
+        check(
+            RawLlmConfig {
+                request_timeout_s: Some(1e30),
+                ..raw("gpt-5")
+            },
+            "invalid request_timeout_s 1000000000000000000000000000000: expected a positive \
+             number of seconds, at most 86400",
         );
         check(
             RawLlmConfig {

@@ -16,6 +16,11 @@ use super::{anthropic, openai};
 /// Server text kept in an error message; enough to diagnose, short enough for a journal line.
 const MAX_ERROR_BODY_CHARS: usize = 500;
 
+/// The most of a reply's body that is read. The largest answer a model can give (128k output
+/// tokens, thinking included, at a few bytes a token, JSON-escaped) stays far below it; a server
+/// that sends more is broken, and reading it whole could exhaust memory.
+const MAX_REPLY_BYTES: usize = 32 * 1024 * 1024;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryCause {
     Status(u16),
@@ -339,10 +344,7 @@ impl HttpProvider {
                 .map_err(|error| transport_error(provider, &error))?;
             let status = response.status();
             let headers = response.headers().clone();
-            let body = response
-                .text()
-                .await
-                .map_err(|error| transport_error(provider, &error))?;
+            let body = read_body(provider, response, MAX_REPLY_BYTES).await?;
             match provider {
                 Provider::Anthropic => anthropic::parse_reply(status, &headers, &body),
                 _ => openai::parse_reply(status, &headers, &body),
@@ -366,6 +368,39 @@ impl ChatProvider for HttpProvider {
     ) -> impl Future<Output = Result<ChatReply, ProviderError>> + Send {
         HttpProvider::send_once(self, request)
     }
+}
+
+/// The body as text, read chunk by chunk and refused once it passes `limit` bytes (at once when
+/// its content-length says it will). Sending the request again would bring the same flood, so
+/// the refusal is not retried.
+async fn read_body(
+    provider: Provider,
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<String, ProviderError> {
+    let status = response.status().as_u16();
+    let too_large = |detail: String| ProviderError::Fatal {
+        provider,
+        status: Some(status),
+        message: format!("reply body larger than the {limit} bytes kactors reads{detail}"),
+    };
+    if let Some(length) = response.content_length()
+        && length > limit as u64
+    {
+        return Err(too_large(format!(" (content-length {length})")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| transport_error(provider, &error))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large(String::new()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 fn transport_error(provider: Provider, error: &reqwest::Error) -> ProviderError {
@@ -422,6 +457,9 @@ mod tests {
         },
         /// Reads the request and never answers, as a stuck server does.
         Hang,
+        /// Answers 200 with a body that never ends, announced with this content-length or
+        /// with none, and writes until the client goes away.
+        Flood { content_length: Option<u64> },
     }
 
     fn answer(status: u16, body: impl Into<String>) -> Scripted {
@@ -546,6 +584,18 @@ mod tests {
                 response.push_str(&body);
                 let _ = stream.write_all(response.as_bytes()).await;
                 let _ = stream.shutdown().await;
+            }
+            Some(Scripted::Flood { content_length }) => {
+                let mut head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n".to_string();
+                if let Some(length) = content_length {
+                    head.push_str(&format!("content-length: {length}\r\n"));
+                }
+                head.push_str("connection: close\r\n\r\n");
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let block = vec![b'x'; 64 * 1024];
+                while stream.write_all(&block).await.is_ok() {}
             }
             Some(Scripted::Hang) => {
                 // Keep the connection open until the client gives up and closes it.
@@ -936,6 +986,49 @@ mod tests {
             "anthropic rejected the API key (status 403): permission_error: no access; \
              check ANTHROPIC_API_KEY"
         );
+    }
+
+    /// Issue 10: a body of gigabytes is not read into memory; the request fails at the cap
+    /// (before reading, when the content-length announces it) and is not sent again.
+    #[tokio::test]
+    async fn an_endless_reply_is_cut_at_the_cap() {
+        for content_length in [None, Some(1u64 << 40)] {
+            let server = LoopbackServer::start(vec![
+                Scripted::Flood { content_length },
+                answer(200, OPENAI_OK),
+            ])
+            .await;
+            let provider = provider(
+                &server,
+                RawLlmConfig {
+                    request_timeout_s: Some(60.0),
+                    ..model("gpt-5")
+                },
+            );
+            let (outcome, sleeps) =
+                send_recording_sleeps(&provider, &request("f1"), &policy()).await;
+            let exhausted = outcome.unwrap_err();
+            assert_eq!(
+                (exhausted.attempts, sleeps.len()),
+                (1, 0),
+                "{content_length:?}"
+            );
+            let expected = match content_length {
+                Some(length) => format!(
+                    "reply body larger than the {MAX_REPLY_BYTES} bytes kactors reads \
+                     (content-length {length})"
+                ),
+                None => format!("reply body larger than the {MAX_REPLY_BYTES} bytes kactors reads"),
+            };
+            assert_eq!(
+                exhausted.error,
+                ProviderError::Fatal {
+                    provider: Provider::OpenAi,
+                    status: Some(200),
+                    message: expected
+                }
+            );
+        }
     }
 
     #[tokio::test]

@@ -65,6 +65,43 @@ impl ChatRequest {
 /// Token counts as the provider reported them.
 pub use actors::ports::TokenUsage as Usage;
 
+/// The most tokens one request can plausibly have used, in or out: a hundred times the largest
+/// context window of any model in data/models.yaml (about a million tokens). A larger count is a
+/// broken server's, not a bill.
+pub const MAX_REPORTED_TOKENS: u64 = 100_000_000;
+
+/// A reply's token counts, read from its `usage` object under the provider's key names. Both
+/// must be whole numbers from 0 to [`MAX_REPORTED_TOKENS`]; otherwise the reply counts as
+/// reporting no usage and is estimated instead, so that a count that is negative, fractional
+/// or absurd never reaches the budget's and the rate limit's arithmetic, and never costs the
+/// reply it came with.
+pub(super) fn reported_usage(
+    usage: Option<&serde_json::Value>,
+    input_key: &str,
+    output_key: &str,
+) -> Option<Usage> {
+    let usage = usage?;
+    let count = |key: &str| {
+        usage
+            .get(key)
+            .and_then(serde_json::Value::as_u64)
+            .filter(|tokens| *tokens <= MAX_REPORTED_TOKENS)
+    };
+    match (count(input_key), count(output_key)) {
+        (Some(input_tokens), Some(output_tokens)) => Some(Usage {
+            input_tokens,
+            output_tokens,
+        }),
+        _ => {
+            tracing::warn!(
+                "the reply's usage {usage} is not two token counts from 0 to \
+                 {MAX_REPORTED_TOKENS} under {input_key} and {output_key}; estimating instead"
+            );
+            None
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatReply {
     pub text: String,
@@ -72,4 +109,39 @@ pub struct ChatReply {
     pub truncated: bool,
     /// None when the server reported no usage (some OpenAI-compatible servers omit it).
     pub usage: Option<Usage>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(usage: serde_json::Value, expected: Option<(u64, u64)>) {
+        let expected = expected.map(|(input_tokens, output_tokens)| Usage {
+            input_tokens,
+            output_tokens,
+        });
+        assert_eq!(
+            reported_usage(Some(&usage), "in", "out"),
+            expected,
+            "{usage}"
+        );
+    }
+
+    /// Issue 10: no count a server reports may overflow the budget's sums or pass for a bill.
+    #[test]
+    fn only_whole_counts_in_range_are_taken() {
+        check(json!({"in": 12, "out": 30, "other": -1}), Some((12, 30)));
+        check(json!({"in": 0, "out": MAX_REPORTED_TOKENS}), Some((0, MAX_REPORTED_TOKENS)));
+        check(json!({"in": MAX_REPORTED_TOKENS + 1, "out": 1}), None);
+        check(json!({"in": u64::MAX, "out": u64::MAX}), None);
+        check(json!({"in": -5, "out": 1}), None);
+        check(json!({"in": 1.5, "out": 1}), None);
+        check(json!({"in": 1e300, "out": 1}), None);
+        check(json!({"in": "12", "out": 1}), None);
+        check(json!({"in": 12}), None);
+        check(json!(null), None);
+        assert_eq!(reported_usage(None, "in", "out"), None);
+    }
 }

@@ -805,6 +805,48 @@ mod tests {
         );
     }
 
+    /// Issue 10: KernelAgent's `claude-opus-4.5` reaches Anthropic as `claude-opus-4-5`, and a
+    /// relay behind openai_compatible gets the spelling it was configured with.
+    #[tokio::test]
+    async fn an_alias_is_sent_as_the_api_name_except_to_a_relay() {
+        let server =
+            LoopbackServer::start(vec![answer(200, ANTHROPIC_OK), answer(200, OPENAI_OK)]).await;
+        let anthropic = provider(&server, model("claude-opus-4.5"));
+        anthropic.send_once(&request("a1")).await.unwrap();
+        let relay = provider(
+            &server,
+            RawLlmConfig {
+                provider: Some(Provider::OpenAiCompatible),
+                ..model("claude-opus-4.5")
+            },
+        );
+        relay.send_once(&request("a2")).await.unwrap();
+        let sent: Vec<(String, Value)> = server
+            .recorded()
+            .iter()
+            .map(|recorded| {
+                (
+                    recorded.request_line.clone(),
+                    recorded.json()["model"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            vec![
+                (
+                    "POST /v1/messages HTTP/1.1".to_string(),
+                    json!("claude-opus-4-5")
+                ),
+                // The helper gives claude-* models a base URL without /v1.
+                (
+                    "POST /chat/completions HTTP/1.1".to_string(),
+                    json!("claude-opus-4.5")
+                ),
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn openai_compatible_server_without_key() {
         let server = LoopbackServer::start(vec![answer(200, OPENAI_OK)]).await;

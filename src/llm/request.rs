@@ -133,7 +133,10 @@ mod tests {
     #[test]
     fn only_whole_counts_in_range_are_taken() {
         check(json!({"in": 12, "out": 30, "other": -1}), Some((12, 30)));
-        check(json!({"in": 0, "out": MAX_REPORTED_TOKENS}), Some((0, MAX_REPORTED_TOKENS)));
+        check(
+            json!({"in": 0, "out": MAX_REPORTED_TOKENS}),
+            Some((0, MAX_REPORTED_TOKENS)),
+        );
         check(json!({"in": MAX_REPORTED_TOKENS + 1, "out": 1}), None);
         check(json!({"in": u64::MAX, "out": u64::MAX}), None);
         check(json!({"in": -5, "out": 1}), None);

@@ -189,6 +189,13 @@ impl ModelTable {
         Some(&self.entries[*index])
     }
 
+    /// The name the API knows for `name` when `name` is exactly one of an entry's aliases.
+    /// A dated alias (`claude-opus-4-20250514`) is the API's own pinned name and has none.
+    fn api_name_of_alias(&self, name: &str) -> Option<&str> {
+        let entry = &self.entries[*self.index_by_name.get(name)?];
+        (entry.model != name).then_some(entry.model.as_str())
+    }
+
     fn capability(&self, model: &str) -> Option<(Provider, ModelCapability)> {
         let entry = self.lookup(model)?;
         let capability = ModelCapability {
@@ -392,6 +399,15 @@ pub enum LlmConfigWarning {
          is sent only to an openai_compatible server, and it has no price unless prices.{model} is set"
     )]
     UnknownModel { model: String },
+    #[error(
+        "model {configured} is sent to {provider} as {sent}, the name its API knows \
+         (data/models.yaml lists {configured} as an alias)"
+    )]
+    AliasSentAsModel {
+        configured: String,
+        sent: String,
+        provider: Provider,
+    },
     #[error("temperature is not sent: model {model} does not accept it")]
     TemperatureNotAccepted { model: String },
     #[error("temperature is not sent: model {model} rejects it while reasoning harder")]
@@ -415,6 +431,7 @@ pub enum LlmConfigWarning {
 #[derive(Debug, Clone)]
 pub struct LlmSettings {
     pub provider: Provider,
+    /// The name sent in each request: as configured, or the API's name for a configured alias.
     pub model: String,
     /// None only for the replay provider. Anthropic's base has no /v1 (the path adds it);
     /// OpenAI-style bases end in /v1, as in the official SDKs.
@@ -513,6 +530,19 @@ pub fn resolve_with_table(
     };
 
     let mut warnings = Vec::new();
+    // KernelAgent's spellings reach Anthropic and OpenAI as the names their APIs know; a relay
+    // behind openai_compatible was set up with KernelAgent's spelling and gets it unchanged.
+    let model = match table.api_name_of_alias(&model) {
+        Some(api_name) if matches!(provider, Provider::Anthropic | Provider::OpenAi) => {
+            warnings.push(LlmConfigWarning::AliasSentAsModel {
+                configured: model.clone(),
+                sent: api_name.to_string(),
+                provider,
+            });
+            api_name.to_string()
+        }
+        _ => model,
+    };
     let mut capability = match table_entry {
         Some((_, capability)) => capability,
         None => {
@@ -892,6 +922,64 @@ mod tests {
         assert_eq!(entry_of("o3-pro"), None);
         assert_eq!(entry_of("gpt-5-turbo-preview"), None);
         assert_eq!(entry_of("claude-opus-4-7-experimental"), None);
+    }
+
+    /// (configured model, provider configured) -> (model sent, alias warned).
+    fn check_sent_name(configured: &str, provider: Option<Provider>, sent: &str, warned: bool) {
+        let settings = resolve_ok(&RawLlmConfig {
+            provider,
+            base_url: (provider == Some(Provider::OpenAiCompatible))
+                .then(|| "http://relay.example/v1".to_string()),
+            ..raw(configured)
+        });
+        assert_eq!(settings.model, sent, "{configured} over {provider:?}");
+        let alias_warnings: Vec<String> = settings
+            .warnings
+            .iter()
+            .filter(|warning| matches!(warning, LlmConfigWarning::AliasSentAsModel { .. }))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            alias_warnings.len(),
+            usize::from(warned),
+            "{configured}: {alias_warnings:?}"
+        );
+        assert!(settings.capability.known, "{configured}");
+    }
+
+    /// Issue 10: KernelAgent's configurations spell models as no API knows them.
+    #[test]
+    fn kernelagent_spellings_are_sent_as_the_api_names_them() {
+        use Provider::*;
+        check_sent_name("claude-opus-4.5", None, "claude-opus-4-5", true);
+        check_sent_name("claude-opus-4.6", None, "claude-opus-4-6", true);
+        check_sent_name("claude-opus-4.7", Some(Anthropic), "claude-opus-4-7", true);
+        check_sent_name("gpt-5-4", None, "gpt-5.4", true);
+        check_sent_name("gpt-5-4", Some(OpenAi), "gpt-5.4", true);
+        check_sent_name("claude-opus-4", None, "claude-opus-4-0", true);
+        // A relay expects KernelAgent's spelling.
+        check_sent_name(
+            "claude-opus-4.5",
+            Some(OpenAiCompatible),
+            "claude-opus-4.5",
+            false,
+        );
+        check_sent_name("gpt-5-4", Some(OpenAiCompatible), "gpt-5-4", false);
+        // The API's own names, dated ones included, go as written.
+        check_sent_name("claude-opus-4-5", None, "claude-opus-4-5", false);
+        check_sent_name(
+            "claude-opus-4-20250514",
+            None,
+            "claude-opus-4-20250514",
+            false,
+        );
+        check_sent_name("gpt-5.4", None, "gpt-5.4", false);
+        let settings = resolve_ok(&raw("claude-opus-4.5"));
+        assert_eq!(
+            settings.warnings[0].to_string(),
+            "model claude-opus-4.5 is sent to anthropic as claude-opus-4-5, the name its API \
+             knows (data/models.yaml lists claude-opus-4.5 as an alias)"
+        );
     }
 
     #[test]

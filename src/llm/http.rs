@@ -1073,6 +1073,57 @@ mod tests {
         }
     }
 
+    fn port_request(id: &str, prompt: String) -> actors::ports::LlmRequest {
+        actors::ports::LlmRequest {
+            request_id: id.to_string(),
+            kind: RequestKind::Optimize,
+            candidate: actors::model::CandidateId(1),
+            round: 1,
+            system: "system rules".to_string(),
+            prompt,
+        }
+    }
+
+    /// Issue 10: a prompt that cannot fit in the model's window beside max_tokens is refused
+    /// with an error naming the model, the window, the estimate and what to do, and the server
+    /// never sees it; the next prompt that fits goes out as usual.
+    #[tokio::test]
+    async fn a_prompt_beyond_the_window_is_refused_before_it_is_sent() {
+        use actors::ports::{LlmError, LlmProvider};
+        let server = LoopbackServer::start(vec![answer(200, ANTHROPIC_OK)]).await;
+        let llm = std::rc::Rc::new(crate::llm::HttpLlm::new(
+            provider(&server, model("claude-opus-4-5")),
+            policy(),
+        ));
+        // 1.2 MB is at least 200000 tokens; with max_tokens 32000 more than the 200k window.
+        let huge = "x".repeat(1_200_000);
+        let refused = llm
+            .clone()
+            .complete(port_request("w1", huge))
+            .await
+            .unwrap_err();
+        let LlmError::Failed(message) = refused else {
+            panic!("expected a failed request, got {refused:?}");
+        };
+        for part in [
+            "prompt not sent",
+            "its 1200012 bytes are at least 200002 tokens",
+            "max_tokens 32000",
+            "200000-token context window of model claude-opus-4-5",
+            "https://platform.claude.com/docs/en/models/opus-4-5/overview",
+            "lower max_tokens",
+        ] {
+            assert!(message.contains(part), "{part:?} in {message}");
+        }
+        assert!(server.recorded().is_empty(), "nothing reached the server");
+        let reply = llm
+            .complete(port_request("w2", "x".repeat(600_000)))
+            .await
+            .unwrap();
+        assert!(reply.code.is_some());
+        assert_eq!(server.recorded().len(), 1);
+    }
+
     #[tokio::test]
     async fn a_stuck_server_times_out() {
         let server = LoopbackServer::start(vec![Scripted::Hang]).await;

@@ -51,6 +51,17 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// Bytes of prompt text (UTF-8), the basis of the bound checked against the model's window.
+    pub fn prompt_bytes(&self) -> u64 {
+        let bytes = self.system.len()
+            + self
+                .messages
+                .iter()
+                .map(|message| message.content.len())
+                .sum::<usize>();
+        bytes as u64
+    }
+
     /// Characters of prompt text, the basis of the token estimate made before sending.
     pub fn prompt_chars(&self) -> usize {
         self.system.chars().count()
@@ -62,16 +73,14 @@ impl ChatRequest {
     }
 }
 
+use super::window::MAX_CONTEXT_WINDOW_TOKENS as MAX_REPORTED_TOKENS;
+
 /// Token counts as the provider reported them.
 pub use actors::ports::TokenUsage as Usage;
 
-/// The most tokens one request can plausibly have used, in or out: a hundred times the largest
-/// context window of any model in data/models.yaml (about a million tokens). A larger count is a
-/// broken server's, not a bill.
-pub const MAX_REPORTED_TOKENS: u64 = 100_000_000;
-
 /// A reply's token counts, read from its `usage` object under the provider's key names. Both
-/// must be whole numbers from 0 to [`MAX_REPORTED_TOKENS`]; otherwise the reply counts as
+/// must be whole numbers from 0 to [`MAX_REPORTED_TOKENS`] (no request uses more tokens than
+/// the largest window kactors accepts); otherwise the reply counts as
 /// reporting no usage and is estimated instead, so that a count that is negative, fractional
 /// or absurd never reaches the budget's and the rate limit's arithmetic, and never costs the
 /// reply it came with.

@@ -7,12 +7,19 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::request::ChatRequest;
+use super::window::{
+    ASSUMED_CONTEXT_WINDOW_TOKENS, ContextWindow, MAX_CONTEXT_WINDOW_TOKENS, PromptTooLarge,
+    WindowSource,
+};
+
 /// The capability and price table shipped with kactors; a data file, edited without touching code.
 const BUILTIN_MODEL_TABLE: &str = include_str!("../../data/models.yaml");
 
 const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-/// Used when max_tokens is not configured (limited to the model's maximum output when known).
+/// Used when max_tokens is not configured (limited to the model's maximum output when known,
+/// and to half its context window).
 const DEFAULT_MAX_TOKENS: u32 = 32_000;
 const DEFAULT_MAX_INFLIGHT: u32 = 4;
 /// Long answers (tens of thousands of tokens, with thinking) take minutes to generate.
@@ -107,6 +114,8 @@ pub struct ModelCapability {
     pub accepts_temperature: bool,
     pub reasoning: ReasoningKind,
     pub max_output_tokens: Option<u32>,
+    /// From the table; None for an unknown model.
+    pub context_window: Option<ContextWindow>,
     pub price: Option<Price>,
 }
 
@@ -136,7 +145,16 @@ struct ModelEntryFile {
     accepts_temperature: bool,
     reasoning: ReasoningKind,
     max_output_tokens: u32,
+    context_window: ContextWindowFile,
     price: PriceFile,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextWindowFile {
+    tokens: u64,
+    source: String,
+    checked: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -204,6 +222,12 @@ impl ModelTable {
             accepts_temperature: entry.accepts_temperature,
             reasoning: entry.reasoning,
             max_output_tokens: Some(entry.max_output_tokens),
+            context_window: Some(ContextWindow {
+                tokens: entry.context_window.tokens,
+                source: WindowSource::ModelTable {
+                    page: entry.context_window.source.clone(),
+                },
+            }),
             price: Some(Price {
                 input_usd_per_mtok: entry.price.input_usd_per_mtok,
                 output_usd_per_mtok: entry.price.output_usd_per_mtok,
@@ -240,6 +264,19 @@ fn validate_entry(entry: &ModelEntryFile) -> Result<(), ModelTableError> {
     }
     if entry.max_output_tokens == 0 {
         return Err(invalid("max_output_tokens must be positive"));
+    }
+    let window = &entry.context_window;
+    if window.tokens <= u64::from(entry.max_output_tokens)
+        || window.tokens > MAX_CONTEXT_WINDOW_TOKENS
+    {
+        return Err(invalid(
+            "context_window.tokens must exceed max_output_tokens and be at most 100000000",
+        ));
+    }
+    if window.source.trim().is_empty() || !is_iso_date(&window.checked) {
+        return Err(invalid(
+            "the context window needs a source and a checked date (YYYY-MM-DD)",
+        ));
     }
     let price = &entry.price;
     if !is_valid_price(price.input_usd_per_mtok) || !is_valid_price(price.output_usd_per_mtok) {
@@ -333,6 +370,9 @@ pub struct RawLlmConfig {
     pub tokens_per_minute: Option<u64>,
     pub budget_usd: Option<f64>,
     pub request_timeout_s: Option<f64>,
+    /// Tokens of prompt and reply together; overrides data/models.yaml, and replaces the
+    /// assumed window for a model the table does not list.
+    pub context_window: Option<u64>,
     /// Per model name; overrides the data file's price for that model.
     #[serde(default)]
     pub prices: BTreeMap<String, RawPrice>,
@@ -378,6 +418,16 @@ pub enum LlmConfigError {
         max_tokens: u32,
         limit: u32,
     },
+    #[error(
+        "max_tokens {max_tokens} leaves no room for a prompt in the {window}-token context window \
+         of model {model} ({window_source}): lower max_tokens"
+    )]
+    NoRoomForPrompt {
+        model: String,
+        max_tokens: u32,
+        window: u64,
+        window_source: WindowSource,
+    },
     #[error("invalid {key} {value}: expected {expected}")]
     InvalidValue {
         key: &'static str,
@@ -408,6 +458,11 @@ pub enum LlmConfigWarning {
         sent: String,
         provider: Provider,
     },
+    #[error(
+        "model {model} has no context window in data/models.yaml: prompts that cannot fit in \
+         {tokens} tokens beside max_tokens are refused; set context_window to its real window"
+    )]
+    ContextWindowAssumed { model: String, tokens: u64 },
     #[error("temperature is not sent: model {model} does not accept it")]
     TemperatureNotAccepted { model: String },
     #[error("temperature is not sent: model {model} rejects it while reasoning harder")]
@@ -445,6 +500,8 @@ pub struct LlmSettings {
     pub tokens_per_minute: Option<u64>,
     pub budget_usd: Option<f64>,
     pub request_timeout: Duration,
+    /// None only for the replay provider, which sends nothing.
+    pub context_window: Option<ContextWindow>,
     pub capability: ModelCapability,
     pub warnings: Vec<LlmConfigWarning>,
 }
@@ -471,6 +528,15 @@ impl LlmSettings {
                 Provider::OpenAi | Provider::OpenAiCompatible,
             ) => Some(ReasoningRequest::OpenAiEffort { effort: "high" }),
             _ => None,
+        }
+    }
+
+    /// Refuses a request whose prompt cannot fit in the model's window beside max_tokens; it
+    /// must not be sent.
+    pub fn check_prompt_fits(&self, request: &ChatRequest) -> Result<(), PromptTooLarge> {
+        match &self.context_window {
+            Some(window) => window.check(&self.model, request.prompt_bytes(), self.max_tokens),
+            None => Ok(()),
         }
     }
 
@@ -557,7 +623,25 @@ pub fn resolve_with_table(
                 accepts_temperature: provider == Provider::OpenAiCompatible,
                 reasoning: ReasoningKind::None,
                 max_output_tokens: None,
+                context_window: None,
                 price: None,
+            }
+        }
+    };
+    let context_window = match (raw.context_window, &capability.context_window) {
+        (Some(tokens), _) => ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        },
+        (None, Some(window)) => window.clone(),
+        (None, None) => {
+            warnings.push(LlmConfigWarning::ContextWindowAssumed {
+                model: model.clone(),
+                tokens: ASSUMED_CONTEXT_WINDOW_TOKENS,
+            });
+            ContextWindow {
+                tokens: ASSUMED_CONTEXT_WINDOW_TOKENS,
+                source: WindowSource::Assumed,
             }
         }
     };
@@ -606,10 +690,22 @@ pub fn resolve_with_table(
             }
             max_tokens
         }
-        None => capability
-            .max_output_tokens
-            .map_or(DEFAULT_MAX_TOKENS, |limit| limit.min(DEFAULT_MAX_TOKENS)),
+        None => {
+            let half_window = u32::try_from(context_window.tokens / 2).unwrap_or(u32::MAX);
+            capability
+                .max_output_tokens
+                .map_or(DEFAULT_MAX_TOKENS, |limit| limit.min(DEFAULT_MAX_TOKENS))
+                .min(half_window)
+        }
     };
+    if u64::from(max_tokens) >= context_window.tokens {
+        return Err(LlmConfigError::NoRoomForPrompt {
+            model: model.clone(),
+            max_tokens,
+            window: context_window.tokens,
+            window_source: context_window.source,
+        });
+    }
 
     if let Some(temperature) = raw.temperature {
         let (range_end, expected) = if provider == Provider::Anthropic {
@@ -640,6 +736,7 @@ pub fn resolve_with_table(
         tokens_per_minute: limits.tokens_per_minute,
         budget_usd: limits.budget_usd,
         request_timeout: limits.request_timeout,
+        context_window: Some(context_window),
         capability,
         warnings,
     };
@@ -682,6 +779,15 @@ fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
         }
         None => DEFAULT_REQUEST_TIMEOUT,
     };
+    if let Some(tokens) = raw.context_window
+        && !(1..=MAX_CONTEXT_WINDOW_TOKENS).contains(&tokens)
+    {
+        return Err(invalid(
+            "context_window",
+            tokens,
+            "a positive number of tokens, at most 100000000",
+        ));
+    }
     if let Some(budget_usd) = raw.budget_usd
         && !(budget_usd.is_finite() && budget_usd > 0.0)
     {
@@ -720,12 +826,14 @@ fn replay_settings(
         tokens_per_minute: limits.tokens_per_minute,
         budget_usd: limits.budget_usd,
         request_timeout: limits.request_timeout,
+        context_window: None,
         capability: ModelCapability {
             model,
             known: false,
             accepts_temperature: false,
             reasoning: ReasoningKind::None,
             max_output_tokens: None,
+            context_window: None,
             price: Some(Price {
                 input_usd_per_mtok: 0.0,
                 output_usd_per_mtok: 0.0,
@@ -982,12 +1090,132 @@ mod tests {
         );
     }
 
+    /// (model, context_window configured, max_tokens configured) -> (window, where from,
+    /// max_tokens).
+    fn check_window(
+        model: &str,
+        configured: Option<u64>,
+        max_tokens: Option<u32>,
+        expected: (u64, &str, u32),
+    ) {
+        let settings = resolve_ok(&RawLlmConfig {
+            context_window: configured,
+            max_tokens,
+            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            ..raw(model)
+        });
+        let window = settings.context_window.unwrap();
+        let source = match &window.source {
+            WindowSource::ModelTable { .. } => "table",
+            WindowSource::Configured => "configured",
+            WindowSource::Assumed => "assumed",
+        };
+        assert_eq!(
+            (window.tokens, source, settings.max_tokens),
+            expected,
+            "{model} {configured:?} {max_tokens:?}"
+        );
+    }
+
+    #[test]
+    fn the_context_window_comes_from_the_table_the_configuration_or_is_assumed() {
+        check_window("claude-opus-4-5", None, None, (200_000, "table", 32_000));
+        check_window("claude-opus-4.5", None, None, (200_000, "table", 32_000));
+        check_window("gpt-4o-2024-08-06", None, None, (128_000, "table", 16_384));
+        check_window("gpt-5.4", None, None, (1_050_000, "table", 32_000));
+        check_window(
+            "claude-opus-4-5",
+            Some(100_000),
+            None,
+            (100_000, "configured", 32_000),
+        );
+        check_window("qwen3-coder", None, None, (128_000, "assumed", 32_000));
+        check_window(
+            "qwen3-coder",
+            Some(32_768),
+            None,
+            (32_768, "configured", 16_384),
+        );
+        check_window(
+            "qwen3-coder",
+            Some(32_768),
+            Some(30_000),
+            (32_768, "configured", 30_000),
+        );
+        let assumed = resolve_ok(&RawLlmConfig {
+            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            ..raw("qwen3-coder")
+        });
+        let warned: Vec<String> = assumed
+            .warnings
+            .iter()
+            .filter(|w| matches!(w, LlmConfigWarning::ContextWindowAssumed { .. }))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            warned,
+            vec![
+                "model qwen3-coder has no context window in data/models.yaml: prompts that \
+                 cannot fit in 128000 tokens beside max_tokens are refused; set context_window \
+                 to its real window"
+            ]
+        );
+        let configured = resolve_ok(&RawLlmConfig {
+            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            context_window: Some(32_768),
+            ..raw("qwen3-coder")
+        });
+        assert!(
+            !configured
+                .warnings
+                .iter()
+                .any(|w| matches!(w, LlmConfigWarning::ContextWindowAssumed { .. }))
+        );
+    }
+
+    #[test]
+    fn max_tokens_must_leave_room_for_a_prompt() {
+        let error = resolve(
+            &RawLlmConfig {
+                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                context_window: Some(8_192),
+                max_tokens: Some(8_192),
+                ..raw("llama")
+            },
+            &env_with(KEYS),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "max_tokens 8192 leaves no room for a prompt in the 8192-token context window of \
+             model llama (context_window in the configuration): lower max_tokens"
+        );
+        for tokens in [0, 100_000_001] {
+            let error = resolve(
+                &RawLlmConfig {
+                    context_window: Some(tokens),
+                    ..raw("gpt-5")
+                },
+                &env_with(KEYS),
+            )
+            .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "invalid context_window {tokens}: expected a positive number of tokens, at \
+                     most 100000000"
+                )
+            );
+        }
+    }
+
     #[test]
     fn table_rejects_broken_entries() {
         let entry = |extra: &str| {
             format!(
                 "models:\n  - model: m\n    provider: openai\n    accepts_temperature: true\n    \
-                 reasoning: none\n    max_output_tokens: 10\n{extra}"
+                 reasoning: none\n    max_output_tokens: 10\n    context_window: {{tokens: 100, \
+                 source: https://w, checked: 2026-01-02}}\n{extra}"
             )
         };
         let price = "    price: {input_usd_per_mtok: 1, output_usd_per_mtok: 2, source: https://x, checked: 2026-01-02}\n";
@@ -1007,6 +1235,20 @@ mod tests {
             ModelTable::parse(&twice),
             Err(ModelTableError::Duplicate { .. })
         ));
+        for broken_window in [
+            "tokens: 10, source: https://w,",
+            "tokens: 100000001, source: https://w,",
+            "tokens: 100, source: ' ',",
+        ] {
+            let broken = entry(price).replace("tokens: 100, source: https://w,", broken_window);
+            assert!(
+                matches!(
+                    ModelTable::parse(&broken),
+                    Err(ModelTableError::Invalid { .. })
+                ),
+                "{broken_window}"
+            );
+        }
         let misspelt = entry(price).replace("accepts_temperature", "accept_temperature");
         assert!(matches!(
             ModelTable::parse(&misspelt),
@@ -1058,9 +1300,15 @@ mod tests {
         assert_eq!(settings.temperature_to_send(), Some(0.7));
         assert_eq!(
             settings.warnings,
-            vec![LlmConfigWarning::UnknownModel {
-                model: "qwen3-coder".to_string()
-            }]
+            vec![
+                LlmConfigWarning::UnknownModel {
+                    model: "qwen3-coder".to_string()
+                },
+                LlmConfigWarning::ContextWindowAssumed {
+                    model: "qwen3-coder".to_string(),
+                    tokens: 128_000
+                }
+            ]
         );
     }
 

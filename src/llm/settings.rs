@@ -598,6 +598,7 @@ pub fn resolve_with_table(
     let mut warnings = Vec::new();
     // KernelAgent's spellings reach Anthropic and OpenAI as the names their APIs know; a relay
     // behind openai_compatible was set up with KernelAgent's spelling and gets it unchanged.
+    let configured_model = model.clone();
     let model = match table.api_name_of_alias(&model) {
         Some(api_name) if matches!(provider, Provider::Anthropic | Provider::OpenAi) => {
             warnings.push(LlmConfigWarning::AliasSentAsModel {
@@ -645,7 +646,7 @@ pub fn resolve_with_table(
             }
         }
     };
-    if let Some(price) = configured_price(raw, &model, &capability.model)? {
+    if let Some(price) = configured_price(raw, &configured_model, &capability.model)? {
         capability.price = Some(price);
     }
 
@@ -1552,6 +1553,20 @@ mod tests {
             (2.0, 10.0)
         );
         assert_eq!(price.source, "configuration (prices.claude-sonnet-4-5)");
+        let under_an_alias = resolve_ok(&RawLlmConfig {
+            prices: BTreeMap::from([(
+                "claude-opus-4.5".to_string(),
+                RawPrice {
+                    input_usd_per_mtok: 4.0,
+                    output_usd_per_mtok: 20.0,
+                },
+            )]),
+            ..raw("claude-opus-4.5")
+        });
+        assert_eq!(
+            under_an_alias.capability.price.unwrap().source,
+            "configuration (prices.claude-opus-4.5)"
+        );
         let error = resolve(
             &RawLlmConfig {
                 prices: BTreeMap::from([(

@@ -1,5 +1,7 @@
 //! What the broker asks a provider and what comes back, independent of any wire format.
 
+use super::window::MAX_CONTEXT_WINDOW_TOKENS as MAX_REPORTED_TOKENS;
+
 /// Why a request is made; the broker journals it and the replay provider answers by it.
 pub use actors::ports::RequestKind;
 
@@ -73,17 +75,14 @@ impl ChatRequest {
     }
 }
 
-use super::window::MAX_CONTEXT_WINDOW_TOKENS as MAX_REPORTED_TOKENS;
-
 /// Token counts as the provider reported them.
 pub use actors::ports::TokenUsage as Usage;
 
 /// A reply's token counts, read from its `usage` object under the provider's key names. Both
 /// must be whole numbers from 0 to [`MAX_REPORTED_TOKENS`] (no request uses more tokens than
-/// the largest window kactors accepts); otherwise the reply counts as
-/// reporting no usage and is estimated instead, so that a count that is negative, fractional
-/// or absurd never reaches the budget's and the rate limit's arithmetic, and never costs the
-/// reply it came with.
+/// the largest window kactors accepts); otherwise the reply counts as reporting no usage and
+/// is estimated instead, so that a count that is negative, fractional or absurd never reaches
+/// the budget's and the rate limit's arithmetic, and never costs the reply it came with.
 pub(super) fn reported_usage(
     usage: Option<&serde_json::Value>,
     input_key: &str,
@@ -103,8 +102,8 @@ pub(super) fn reported_usage(
         }),
         _ => {
             tracing::warn!(
-                "the reply's usage {usage} is not two token counts from 0 to \
-                 {MAX_REPORTED_TOKENS} under {input_key} and {output_key}; estimating instead"
+                "the reply's usage is not two token counts from 0 to {MAX_REPORTED_TOKENS} \
+                 under {input_key} and {output_key}; estimating instead"
             );
             None
         }

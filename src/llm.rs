@@ -10,6 +10,7 @@ mod port;
 mod request;
 mod retry;
 mod settings;
+mod window;
 
 pub use code::extract_kernel_code;
 pub use http::{ChatProvider, HttpProvider, HttpProviderError, ProviderError, RetryCause};
@@ -26,4 +27,8 @@ pub use settings::{
     ApiKey, LlmConfigError, LlmConfigWarning, LlmSettings, ModelCapability, ModelTable,
     ModelTableError, Price, Provider, RawLlmConfig, RawPrice, ReasoningKind, ReasoningRequest,
     resolve, resolve_with_table,
+};
+pub use window::{
+    ASSUMED_CONTEXT_WINDOW_TOKENS, BYTES_PER_TOKEN_BOUND, ContextWindow, PromptTooLarge,
+    WindowSource,
 };

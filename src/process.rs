@@ -21,7 +21,7 @@ mod terminate;
 #[cfg(test)]
 mod test_support;
 
-pub use environment::{ChildEnv, child_environment};
+pub use environment::{ChildEnv, child_environment, may_carry_credential};
 pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};

@@ -101,6 +101,7 @@ fn llm_provider(
                 tokens_per_minute: keys.tokens_per_minute,
                 budget_usd: keys.budget_usd,
                 request_timeout_s: keys.request_timeout_s,
+                context_window: keys.context_window,
                 prices: keys
                     .prices
                     .iter()

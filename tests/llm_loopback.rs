@@ -59,8 +59,17 @@ fn completion(code: &str) -> String {
 }
 
 fn run_against(dir: &Path, base_url: &str) -> std::process::Output {
+    run_with(
+        dir,
+        base_url,
+        "provider: openai_compatible\nmodel: local-kernel-model\n",
+    )
+}
+
+/// A noop dry run against the loopback server, with `llm` naming the provider and the model.
+fn run_with(dir: &Path, base_url: &str, llm: &str) -> std::process::Output {
     let config = format!(
-        "platform: noop\nprovider: openai_compatible\nbase_url: {base_url}\nmodel: local-kernel-model\nnum_workers: 2\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 2\n"
+        "platform: noop\n{llm}base_url: {base_url}\nnum_workers: 2\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 2\n"
     );
     std::fs::write(dir.join("local.yaml"), config).unwrap();
     Command::new(env!("CARGO_BIN_EXE_kactors"))
@@ -184,4 +193,31 @@ fn refused_credentials_end_the_run_with_exit_1_and_say_why() {
     assert!(stderr.contains("check OPENAI_API_KEY"), "{stderr}");
     assert!(!stderr.contains(KEY));
     assert!(requests.lock().unwrap().len() <= 2, "no retries on 401");
+}
+
+/// Issue 10: KernelAgent's `gpt-5-4` reaches OpenAI as `gpt-5.4`, and the run says so once.
+#[test]
+fn a_kernelagent_model_spelling_is_sent_as_openai_names_it_with_one_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let (base_url, requests) = serve(
+        200,
+        completion("def kernel_function(a, b):\n    return a"),
+        8,
+    );
+    let output = run_with(dir.path(), &base_url, "provider: openai\nmodel: gpt-5-4\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let requests = requests.lock().unwrap();
+    assert!(!requests.is_empty());
+    for request in requests.iter() {
+        let body: serde_json::Value = serde_json::from_str(request).unwrap();
+        assert_eq!(body["model"], "gpt-5.4");
+    }
+    assert_eq!(
+        stderr
+            .matches("model gpt-5-4 is sent to openai as gpt-5.4")
+            .count(),
+        1,
+        "{stderr}"
+    );
 }

@@ -108,6 +108,8 @@ pub struct LlmKeys {
     pub tokens_per_minute: Option<u64>,
     pub budget_usd: Option<f64>,
     pub request_timeout_s: Option<f64>,
+    /// Tokens of prompt and reply together; `llm::resolve` checks the range.
+    pub context_window: Option<u64>,
     /// Per model: (input, output) USD per million tokens, overriding data/models.yaml.
     pub prices: BTreeMap<String, ModelPrice>,
 }
@@ -204,6 +206,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "tokens_per_minute",
     "budget_usd",
     "request_timeout_s",
+    "context_window",
     "prices",
 ];
 
@@ -651,6 +654,10 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 config.llm.budget_usd = Some(reader.value(key, value, "an amount in US dollars")?)
             }
             "request_timeout_s" => config.llm.request_timeout_s = Some(reader.seconds(key, value)?),
+            "context_window" => {
+                config.llm.context_window =
+                    Some(reader.value(key, value, "a whole number of tokens")?)
+            }
             "prices" => {
                 config.llm.prices = reader.value(
                     key,
@@ -724,6 +731,13 @@ mod tests {
             error_of("search: eager\n"),
             "configs/test.yaml: invalid value for `search`: unknown search \"eager\": expected rounds or steady"
         );
+    }
+
+    #[test]
+    fn context_window_is_a_whole_number_of_tokens() {
+        let config = parse_config("a.yaml", "context_window: 32768\n").unwrap();
+        assert_eq!(config.llm.context_window, Some(32_768));
+        assert!(error_of("context_window: -1\n").contains("expected a whole number of tokens"));
     }
 
     #[test]

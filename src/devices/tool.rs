@@ -1,11 +1,18 @@
+use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::io::Read;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
 use super::environment::HostEnvironment;
 use super::error::ToolFailure;
+use crate::process::child_environment;
 
 /// How long a GPU listing tool may take. amd-smi initialises every GPU of the node and has been
 /// slow on large nodes; a hung tool must still not hang kactors.
@@ -72,9 +79,13 @@ pub(crate) fn find_executable(dirs: &[PathBuf], name: &str) -> Option<PathBuf> {
     })
 }
 
-/// Runs a tool to completion with stdin closed and its output captured, in the environment of
-/// `host` (so the tool sees the variables the selection is judged against), killing it when it
+/// Runs a tool to completion with stdin closed and its output captured, killing it when it
 /// takes longer than `timeout`. This runs before any actor starts, so it blocks.
+///
+/// The tool gets `host`'s environment stripped of credentials, as every child of kactors does
+/// (the visibility masks, which the selection is judged against and the tool must see, are
+/// kept), and leads a process group of its own, which is killed whole when the tool is
+/// abandoned, so nothing it started outlives it.
 pub(crate) fn run_tool(
     program: &Path,
     args: &[&str],
@@ -91,9 +102,7 @@ pub(crate) fn run_tool(
     })?;
     let deadline = Instant::now() + timeout;
     let timed_out = |child: &mut Child| {
-        // The tool is abandoned either way; a failed kill means it already exited.
-        let _ = child.kill();
-        let _ = child.wait();
+        abandon(child);
         ToolFailure::TimedOut {
             command: command.clone(),
             timeout,
@@ -128,9 +137,7 @@ pub(crate) fn run_tool(
         let bytes = match read {
             Ok(bytes) => bytes,
             Err(error) => {
-                // The tool is abandoned; a failed kill means it already exited.
-                let _ = child.kill();
-                let _ = child.wait();
+                abandon(&mut child);
                 return Err(ToolFailure::Unreadable {
                     command: command.clone(),
                     expected: "readable",
@@ -167,13 +174,29 @@ pub(crate) fn run_tool(
     })
 }
 
+/// Kills the tool's whole process group, then reaps the tool. The leader is not reaped before,
+/// so the group id cannot have been reused; a failed kill means the group is already gone.
+fn abandon(child: &mut Child) {
+    if let Ok(leader) = i32::try_from(child.id()) {
+        let _ = killpg(Pid::from_raw(leader), Signal::SIGKILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 fn spawn(program: &Path, args: &[&str], host: &HostEnvironment) -> std::io::Result<Child> {
+    let parent = host
+        .vars()
+        .iter()
+        .map(|(name, value)| (OsString::from(name), OsString::from(value)));
+    let environment = child_environment(parent, &BTreeMap::new(), &[]);
     let mut attempt = 0;
     loop {
         let spawned = Command::new(program)
             .args(args)
             .env_clear()
-            .envs(host.vars())
+            .envs(environment.vars())
+            .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -256,6 +279,77 @@ mod tests {
                 "{} did not finish within 300ms and was killed",
                 tool.display()
             )
+        );
+    }
+
+    /// Issue 10: nvidia-smi and amd-smi got the whole host environment, API keys included.
+    #[test]
+    fn a_tool_sees_the_visibility_masks_but_no_credential() {
+        let host = host_with(&[
+            ("PATH", "/usr/bin:/bin"),
+            ("CUDA_VISIBLE_DEVICES", "1,0"),
+            ("HIP_VISIBLE_DEVICES", "2"),
+            ("ROCR_VISIBLE_DEVICES", "3"),
+            ("OPENAI_API_KEY", "sk-proj-tool-secret"),
+            ("ANTHROPIC_API_KEY", "sk-ant-tool-secret"),
+            ("HF_TOKEN", "hf_tool_secret"),
+            ("MY_SERVICE_SECRET", "service-tool-secret"),
+        ]);
+        let output = run_tool(Path::new("/usr/bin/env"), &[], &host, TOOL_TIMEOUT).unwrap();
+        let mut seen: Vec<&str> = output.stdout.lines().collect();
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            vec![
+                "CUDA_VISIBLE_DEVICES=1,0",
+                "HIP_VISIBLE_DEVICES=2",
+                "PATH=/usr/bin:/bin",
+                "ROCR_VISIBLE_DEVICES=3",
+            ]
+        );
+    }
+
+    /// Whether `pid` still runs, polling /proc for up to ten seconds for it to end: a killed
+    /// orphan is reaped by init when init gets to it.
+    fn still_running_after_a_while(pid: &str) -> bool {
+        let running = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
+                    Some(!matches!(state, "Z" | "X" | "x"))
+                })
+                .unwrap_or(false)
+        };
+        let started = Instant::now();
+        while running() {
+            if started.elapsed() > Duration::from_secs(10) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    #[test]
+    fn a_hung_tool_is_killed_with_everything_it_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("grandchild.pid");
+        let tool = write_script(
+            dir.path(),
+            "tool",
+            &format!(
+                "sleep 60 &\necho $! > '{}.tmp'\nmv '{0}.tmp' '{0}'\nexec sleep 60\n",
+                pid_file.display()
+            ),
+        );
+        let host = host_with(&[("PATH", "/usr/bin:/bin")]);
+        let failure = run_tool(&tool, &[], &host, Duration::from_millis(500)).unwrap_err();
+        assert!(matches!(failure, ToolFailure::TimedOut { .. }), "{failure}");
+        let grandchild = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(
+            !still_running_after_a_while(grandchild.trim()),
+            "the tool's background sleep {grandchild} outlived it"
         );
     }
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::http::{ProviderError, error_from_status, unreadable_reply};
-use super::request::{ChatReply, ChatRequest, Usage};
+use super::request::{ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningRequest};
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -48,7 +48,8 @@ pub fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
 struct MessageResponse {
     content: Vec<ContentBlock>,
     stop_reason: Option<String>,
-    usage: Option<MessageUsage>,
+    /// Read by [`reported_usage`], which range-checks the counts.
+    usage: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -56,12 +57,6 @@ struct ContentBlock {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct MessageUsage {
-    input_tokens: u64,
-    output_tokens: u64,
 }
 
 /// Reads an answer: the text blocks in order (thinking blocks, which may come first, are
@@ -95,10 +90,7 @@ pub fn parse_reply(
     Ok(ChatReply {
         text,
         truncated,
-        usage: response.usage.map(|usage| Usage {
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-        }),
+        usage: reported_usage(response.usage.as_ref(), "input_tokens", "output_tokens"),
     })
 }
 
@@ -108,7 +100,7 @@ mod tests {
 
     use super::*;
     use crate::llm::http::RetryCause;
-    use crate::llm::request::{ChatMessage, RequestKind};
+    use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::settings::{RawLlmConfig, resolve};
 
     fn settings(raw: RawLlmConfig) -> LlmSettings {
@@ -265,6 +257,17 @@ mod tests {
                 }),
             }
         );
+    }
+
+    #[test]
+    fn an_absurd_usage_is_dropped_and_the_reply_kept() {
+        let reply = parse(
+            200,
+            r#"{"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn",
+                "usage":{"input_tokens":18446744073709551615,"output_tokens":-1}}"#,
+        )
+        .unwrap();
+        assert_eq!((reply.text.as_str(), reply.usage), ("ok", None));
     }
 
     #[test]

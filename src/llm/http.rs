@@ -9,12 +9,17 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Deserialize;
 
 use super::request::{ChatReply, ChatRequest};
-use super::retry::parse_retry_after;
+use super::retry::{delay_from_seconds, parse_retry_after};
 use super::settings::{LlmSettings, Provider};
 use super::{anthropic, openai};
 
 /// Server text kept in an error message; enough to diagnose, short enough for a journal line.
 const MAX_ERROR_BODY_CHARS: usize = 500;
+
+/// The most of a reply's body that is read. The largest answer a model can give (128k output
+/// tokens, thinking included, at a few bytes a token, JSON-escaped) stays far below it; a server
+/// that sends more is broken, and reading it whole could exhaust memory.
+const MAX_REPLY_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryCause {
@@ -182,11 +187,11 @@ fn body_excerpt(body: &str) -> String {
 /// `retry-after-ms` (sent by OpenAI) wins over `retry-after` (seconds or an HTTP date).
 fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    if let Some(milliseconds) = header("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok())
-        && milliseconds.is_finite()
-        && milliseconds >= 0.0
+    if let Some(delay) = header("retry-after-ms")
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .and_then(|milliseconds| delay_from_seconds(milliseconds / 1000.0))
     {
-        return Some(Duration::from_secs_f64(milliseconds / 1000.0));
+        return Some(delay);
     }
     parse_retry_after(header("retry-after")?, now)
 }
@@ -339,10 +344,7 @@ impl HttpProvider {
                 .map_err(|error| transport_error(provider, &error))?;
             let status = response.status();
             let headers = response.headers().clone();
-            let body = response
-                .text()
-                .await
-                .map_err(|error| transport_error(provider, &error))?;
+            let body = read_body(provider, response, MAX_REPLY_BYTES).await?;
             match provider {
                 Provider::Anthropic => anthropic::parse_reply(status, &headers, &body),
                 _ => openai::parse_reply(status, &headers, &body),
@@ -366,6 +368,39 @@ impl ChatProvider for HttpProvider {
     ) -> impl Future<Output = Result<ChatReply, ProviderError>> + Send {
         HttpProvider::send_once(self, request)
     }
+}
+
+/// The body as text, read chunk by chunk and refused once it passes `limit` bytes (at once when
+/// its content-length says it will). Sending the request again would bring the same flood, so
+/// the refusal is not retried.
+async fn read_body(
+    provider: Provider,
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<String, ProviderError> {
+    let status = response.status().as_u16();
+    let too_large = |detail: String| ProviderError::Fatal {
+        provider,
+        status: Some(status),
+        message: format!("reply body larger than the {limit} bytes kactors reads{detail}"),
+    };
+    if let Some(length) = response.content_length()
+        && length > limit as u64
+    {
+        return Err(too_large(format!(" (content-length {length})")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|error| transport_error(provider, &error))?
+    {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large(String::new()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
 fn transport_error(provider: Provider, error: &reqwest::Error) -> ProviderError {
@@ -422,6 +457,9 @@ mod tests {
         },
         /// Reads the request and never answers, as a stuck server does.
         Hang,
+        /// Answers 200 with a body that never ends, announced with this content-length or
+        /// with none, and writes until the client goes away.
+        Flood { content_length: Option<u64> },
     }
 
     fn answer(status: u16, body: impl Into<String>) -> Scripted {
@@ -546,6 +584,18 @@ mod tests {
                 response.push_str(&body);
                 let _ = stream.write_all(response.as_bytes()).await;
                 let _ = stream.shutdown().await;
+            }
+            Some(Scripted::Flood { content_length }) => {
+                let mut head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n".to_string();
+                if let Some(length) = content_length {
+                    head.push_str(&format!("content-length: {length}\r\n"));
+                }
+                head.push_str("connection: close\r\n\r\n");
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let block = vec![b'x'; 64 * 1024];
+                while stream.write_all(&block).await.is_ok() {}
             }
             Some(Scripted::Hang) => {
                 // Keep the connection open until the client gives up and closes it.
@@ -755,6 +805,48 @@ mod tests {
         );
     }
 
+    /// Issue 10: KernelAgent's `claude-opus-4.5` reaches Anthropic as `claude-opus-4-5`, and a
+    /// relay behind openai_compatible gets the spelling it was configured with.
+    #[tokio::test]
+    async fn an_alias_is_sent_as_the_api_name_except_to_a_relay() {
+        let server =
+            LoopbackServer::start(vec![answer(200, ANTHROPIC_OK), answer(200, OPENAI_OK)]).await;
+        let anthropic = provider(&server, model("claude-opus-4.5"));
+        anthropic.send_once(&request("a1")).await.unwrap();
+        let relay = provider(
+            &server,
+            RawLlmConfig {
+                provider: Some(Provider::OpenAiCompatible),
+                ..model("claude-opus-4.5")
+            },
+        );
+        relay.send_once(&request("a2")).await.unwrap();
+        let sent: Vec<(String, Value)> = server
+            .recorded()
+            .iter()
+            .map(|recorded| {
+                (
+                    recorded.request_line.clone(),
+                    recorded.json()["model"].clone(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sent,
+            vec![
+                (
+                    "POST /v1/messages HTTP/1.1".to_string(),
+                    json!("claude-opus-4-5")
+                ),
+                // The helper gives claude-* models a base URL without /v1.
+                (
+                    "POST /chat/completions HTTP/1.1".to_string(),
+                    json!("claude-opus-4.5")
+                ),
+            ]
+        );
+    }
+
     #[tokio::test]
     async fn openai_compatible_server_without_key() {
         let server = LoopbackServer::start(vec![answer(200, OPENAI_OK)]).await;
@@ -796,6 +888,29 @@ mod tests {
         assert_eq!(answered.attempts, 2);
         assert_eq!(sleeps, vec![Duration::from_secs(7)]);
         assert_eq!(server.recorded().len(), 2);
+    }
+
+    /// Issue 10: `retry-after: 1e30` panicked the request task (Duration::from_secs_f64), which
+    /// the run then journaled as "the llm broker is gone". It is a wait as long as the policy
+    /// allows.
+    #[tokio::test]
+    async fn an_absurd_retry_after_waits_the_longest_the_policy_allows() {
+        let rate_limited = |name: &'static str, value: &str| Scripted::Answer {
+            status: 429,
+            headers: vec![(name, value.to_string())],
+            body: r#"{"error":{"type":"rate_limit_error","message":"slow down"}}"#.to_string(),
+        };
+        let server = LoopbackServer::start(vec![
+            rate_limited("retry-after", "1e30"),
+            rate_limited("retry-after-ms", "1e300"),
+            rate_limited("retry-after", "inf"),
+            answer(200, OPENAI_OK),
+        ])
+        .await;
+        let provider = provider(&server, model("gpt-5"));
+        let (outcome, sleeps) = send_recording_sleeps(&provider, &request("r9"), &policy()).await;
+        assert_eq!(outcome.unwrap().attempts, 4);
+        assert_eq!(sleeps, vec![policy().max_delay; 3]);
     }
 
     #[tokio::test]
@@ -915,6 +1030,100 @@ mod tests {
         );
     }
 
+    /// Issue 10: a body of gigabytes is not read into memory; the request fails at the cap
+    /// (before reading, when the content-length announces it) and is not sent again.
+    #[tokio::test]
+    async fn an_endless_reply_is_cut_at_the_cap() {
+        for content_length in [None, Some(1u64 << 40)] {
+            let server = LoopbackServer::start(vec![
+                Scripted::Flood { content_length },
+                answer(200, OPENAI_OK),
+            ])
+            .await;
+            let provider = provider(
+                &server,
+                RawLlmConfig {
+                    request_timeout_s: Some(60.0),
+                    ..model("gpt-5")
+                },
+            );
+            let (outcome, sleeps) =
+                send_recording_sleeps(&provider, &request("f1"), &policy()).await;
+            let exhausted = outcome.unwrap_err();
+            assert_eq!(
+                (exhausted.attempts, sleeps.len()),
+                (1, 0),
+                "{content_length:?}"
+            );
+            let expected = match content_length {
+                Some(length) => format!(
+                    "reply body larger than the {MAX_REPLY_BYTES} bytes kactors reads \
+                     (content-length {length})"
+                ),
+                None => format!("reply body larger than the {MAX_REPLY_BYTES} bytes kactors reads"),
+            };
+            assert_eq!(
+                exhausted.error,
+                ProviderError::Fatal {
+                    provider: Provider::OpenAi,
+                    status: Some(200),
+                    message: expected
+                }
+            );
+        }
+    }
+
+    fn port_request(id: &str, prompt: String) -> actors::ports::LlmRequest {
+        actors::ports::LlmRequest {
+            request_id: id.to_string(),
+            kind: RequestKind::Optimize,
+            candidate: actors::model::CandidateId(1),
+            round: 1,
+            system: "system rules".to_string(),
+            prompt,
+        }
+    }
+
+    /// Issue 10: a prompt that cannot fit in the model's window beside max_tokens is refused
+    /// with an error naming the model, the window, the estimate and what to do, and the server
+    /// never sees it; the next prompt that fits goes out as usual.
+    #[tokio::test]
+    async fn a_prompt_beyond_the_window_is_refused_before_it_is_sent() {
+        use actors::ports::{LlmError, LlmProvider};
+        let server = LoopbackServer::start(vec![answer(200, ANTHROPIC_OK)]).await;
+        let llm = std::rc::Rc::new(crate::llm::HttpLlm::new(
+            provider(&server, model("claude-opus-4-5")),
+            policy(),
+        ));
+        // 1.2 MB is at least 200000 tokens; with max_tokens 32000 more than the 200k window.
+        let huge = "x".repeat(1_200_000);
+        let refused = llm
+            .clone()
+            .complete(port_request("w1", huge))
+            .await
+            .unwrap_err();
+        let LlmError::Failed(message) = refused else {
+            panic!("expected a failed request, got {refused:?}");
+        };
+        for part in [
+            "prompt not sent",
+            "its 1200012 bytes are at least 200002 tokens",
+            "max_tokens 32000",
+            "200000-token context window of model claude-opus-4-5",
+            "https://platform.claude.com/docs/en/models/opus-4-5/overview",
+            "lower max_tokens",
+        ] {
+            assert!(message.contains(part), "{part:?} in {message}");
+        }
+        assert!(server.recorded().is_empty(), "nothing reached the server");
+        let reply = llm
+            .complete(port_request("w2", "x".repeat(600_000)))
+            .await
+            .unwrap();
+        assert!(reply.code.is_some());
+        assert_eq!(server.recorded().len(), 1);
+    }
+
     #[tokio::test]
     async fn a_stuck_server_times_out() {
         let server = LoopbackServer::start(vec![Scripted::Hang]).await;
@@ -1018,6 +1227,10 @@ mod tests {
             retry_after(&headers, now),
             Some(Duration::from_millis(1500))
         );
+        headers.insert("retry-after-ms", "1e300".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::MAX));
+        headers.insert("retry-after-ms", "NaN".parse().unwrap());
+        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(30)));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::http::{ProviderError, error_from_status, unreadable_reply};
-use super::request::{ChatReply, ChatRequest, Usage};
+use super::request::{ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningKind, ReasoningRequest};
 
 pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
@@ -51,7 +51,8 @@ pub fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
 #[derive(Debug, Deserialize)]
 struct CompletionResponse {
     choices: Vec<Choice>,
-    usage: Option<CompletionUsage>,
+    /// Read by [`reported_usage`], which range-checks the counts.
+    usage: Option<Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -63,12 +64,6 @@ struct Choice {
 #[derive(Debug, Deserialize)]
 struct ChoiceMessage {
     content: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct CompletionUsage {
-    prompt_tokens: u64,
-    completion_tokens: u64,
 }
 
 /// Reads the first choice; `finish_reason: "length"` means the answer hit the token limit.
@@ -92,10 +87,11 @@ pub fn parse_reply(
     Ok(ChatReply {
         text: choice.message.content.unwrap_or_default(),
         truncated: choice.finish_reason.as_deref() == Some("length"),
-        usage: response.usage.map(|usage| Usage {
-            input_tokens: usage.prompt_tokens,
-            output_tokens: usage.completion_tokens,
-        }),
+        usage: reported_usage(
+            response.usage.as_ref(),
+            "prompt_tokens",
+            "completion_tokens",
+        ),
     })
 }
 
@@ -103,7 +99,7 @@ pub fn parse_reply(
 mod tests {
     use super::*;
     use crate::llm::http::RetryCause;
-    use crate::llm::request::{ChatMessage, RequestKind};
+    use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::settings::{RawLlmConfig, resolve};
 
     fn settings(raw: RawLlmConfig) -> LlmSettings {
@@ -241,6 +237,17 @@ mod tests {
         )
         .unwrap();
         assert_eq!(empty.text, "");
+    }
+
+    #[test]
+    fn a_fractional_usage_is_dropped_and_the_reply_kept() {
+        let reply = parse(
+            200,
+            r#"{"choices":[{"message":{"content":"done"},"finish_reason":"stop"}],
+                "usage":{"prompt_tokens":1e30,"completion_tokens":2.5}}"#,
+        )
+        .unwrap();
+        assert_eq!((reply.text.as_str(), reply.usage), ("done", None));
     }
 
     #[test]

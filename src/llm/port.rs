@@ -52,6 +52,15 @@ impl LlmProvider for HttpLlm {
                 messages: vec![ChatMessage::user(request.prompt)],
                 request_id: request.request_id.clone(),
             };
+            // Before the budget and the rate limit: a prompt the model must reject costs
+            // nothing, and the server never sees it.
+            self.provider
+                .settings()
+                .check_prompt_fits(&chat)
+                .map_err(|refusal| {
+                    tracing::warn!(request_id = %chat.request_id, "{refusal}");
+                    LlmError::Failed(refusal.to_string())
+                })?;
             let max_tokens = self.provider.settings().max_tokens;
             let prompt_chars = chat.prompt_chars();
             let (reservation, wait, reserved_tokens) = {

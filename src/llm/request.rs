@@ -1,5 +1,7 @@
 //! What the broker asks a provider and what comes back, independent of any wire format.
 
+use super::window::MAX_CONTEXT_WINDOW_TOKENS as MAX_REPORTED_TOKENS;
+
 /// Why a request is made; the broker journals it and the replay provider answers by it.
 pub use actors::ports::RequestKind;
 
@@ -51,6 +53,17 @@ pub struct ChatRequest {
 }
 
 impl ChatRequest {
+    /// Bytes of prompt text (UTF-8), the basis of the bound checked against the model's window.
+    pub fn prompt_bytes(&self) -> u64 {
+        let bytes = self.system.len()
+            + self
+                .messages
+                .iter()
+                .map(|message| message.content.len())
+                .sum::<usize>();
+        bytes as u64
+    }
+
     /// Characters of prompt text, the basis of the token estimate made before sending.
     pub fn prompt_chars(&self) -> usize {
         self.system.chars().count()
@@ -65,6 +78,38 @@ impl ChatRequest {
 /// Token counts as the provider reported them.
 pub use actors::ports::TokenUsage as Usage;
 
+/// A reply's token counts, read from its `usage` object under the provider's key names. Both
+/// must be whole numbers from 0 to [`MAX_REPORTED_TOKENS`] (no request uses more tokens than
+/// the largest window kactors accepts); otherwise the reply counts as reporting no usage and
+/// is estimated instead, so that a count that is negative, fractional or absurd never reaches
+/// the budget's and the rate limit's arithmetic, and never costs the reply it came with.
+pub(super) fn reported_usage(
+    usage: Option<&serde_json::Value>,
+    input_key: &str,
+    output_key: &str,
+) -> Option<Usage> {
+    let usage = usage?;
+    let count = |key: &str| {
+        usage
+            .get(key)
+            .and_then(serde_json::Value::as_u64)
+            .filter(|tokens| *tokens <= MAX_REPORTED_TOKENS)
+    };
+    match (count(input_key), count(output_key)) {
+        (Some(input_tokens), Some(output_tokens)) => Some(Usage {
+            input_tokens,
+            output_tokens,
+        }),
+        _ => {
+            tracing::warn!(
+                "the reply's usage is not two token counts from 0 to {MAX_REPORTED_TOKENS} \
+                 under {input_key} and {output_key}; estimating instead"
+            );
+            None
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatReply {
     pub text: String,
@@ -72,4 +117,42 @@ pub struct ChatReply {
     pub truncated: bool,
     /// None when the server reported no usage (some OpenAI-compatible servers omit it).
     pub usage: Option<Usage>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn check(usage: serde_json::Value, expected: Option<(u64, u64)>) {
+        let expected = expected.map(|(input_tokens, output_tokens)| Usage {
+            input_tokens,
+            output_tokens,
+        });
+        assert_eq!(
+            reported_usage(Some(&usage), "in", "out"),
+            expected,
+            "{usage}"
+        );
+    }
+
+    /// Issue 10: no count a server reports may overflow the budget's sums or pass for a bill.
+    #[test]
+    fn only_whole_counts_in_range_are_taken() {
+        check(json!({"in": 12, "out": 30, "other": -1}), Some((12, 30)));
+        check(
+            json!({"in": 0, "out": MAX_REPORTED_TOKENS}),
+            Some((0, MAX_REPORTED_TOKENS)),
+        );
+        check(json!({"in": MAX_REPORTED_TOKENS + 1, "out": 1}), None);
+        check(json!({"in": u64::MAX, "out": u64::MAX}), None);
+        check(json!({"in": -5, "out": 1}), None);
+        check(json!({"in": 1.5, "out": 1}), None);
+        check(json!({"in": 1e300, "out": 1}), None);
+        check(json!({"in": "12", "out": 1}), None);
+        check(json!({"in": 12}), None);
+        check(json!(null), None);
+        assert_eq!(reported_usage(None, "in", "out"), None);
+    }
 }

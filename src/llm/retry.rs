@@ -54,14 +54,25 @@ impl RetryPolicy {
 
 /// Parses a retry-after value: delay-seconds, or an IMF-fixdate
 /// (`Wed, 21 Oct 2015 07:28:00 GMT`, the only date form RFC 9110 lets servers send).
-/// A date in the past means no wait.
+/// A date in the past means no wait. Any non-negative number is accepted, however large
+/// (`1e30`, `inf`): it only asks for the longest wait, which [`RetryPolicy::max_delay`] caps.
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(seconds) = value.parse::<f64>() {
-        return (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds));
+        return delay_from_seconds(seconds);
     }
     let at = parse_imf_fixdate(value)?;
     Some(at.duration_since(now).unwrap_or_default())
+}
+
+/// A server's delay in seconds as a Duration: None for a negative or NaN number, which asks
+/// for nothing; a number too large for a Duration (or infinite) saturates, for the policy's
+/// cap to bring down. `Duration::from_secs_f64` would panic on those.
+pub(super) fn delay_from_seconds(seconds: f64) -> Option<Duration> {
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
+    }
+    Some(Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX))
 }
 
 fn parse_imf_fixdate(value: &str) -> Option<SystemTime> {
@@ -69,7 +80,12 @@ fn parse_imf_fixdate(value: &str) -> Option<SystemTime> {
     let mut fields = rest.split(' ');
     let day: u32 = fields.next()?.parse().ok()?;
     let month_name = fields.next()?;
-    let year: i64 = fields.next()?.parse().ok()?;
+    // IMF-fixdate's year is four digits; a longer one would overflow the day arithmetic.
+    let year_text = fields.next()?;
+    if year_text.len() != 4 {
+        return None;
+    }
+    let year: i64 = year_text.parse().ok()?;
     let time = fields.next()?;
     if fields.next()? != "GMT" || fields.next().is_some() {
         return None;
@@ -242,6 +258,25 @@ mod tests {
         check("Wed, 21 Oct 2015 07:28:00 UTC", None);
         check("Wed, 21 Foo 2015 07:28:00 GMT", None);
         check("Wed, 21 Oct 2015 25:28:00 GMT", None);
+        check("Wed, 21 Oct 99999999999999999 07:28:00 GMT", None);
+        check("Wed, 21 Oct +015 07:28:00 GMT", None);
+    }
+
+    /// Issue 10: no number a server sends may panic; a huge one asks for the longest wait.
+    #[test]
+    fn retry_after_numbers_beyond_a_duration_saturate() {
+        let now = SystemTime::UNIX_EPOCH;
+        for huge in ["1e30", "18446744073709551616", "1e308", "inf", "+Infinity"] {
+            assert_eq!(parse_retry_after(huge, now), Some(Duration::MAX), "{huge}");
+        }
+        for nothing in ["NaN", "-inf", "-1e30"] {
+            assert_eq!(parse_retry_after(nothing, now), None, "{nothing}");
+        }
+        assert_eq!(
+            policy().next_delay(1, parse_retry_after("1e30", now), 0.5),
+            Some(Duration::from_secs(20)),
+            "capped at max_delay"
+        );
     }
 
     #[test]

@@ -7,16 +7,26 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::request::ChatRequest;
+use super::window::{
+    ASSUMED_CONTEXT_WINDOW_TOKENS, ContextWindow, MAX_CONTEXT_WINDOW_TOKENS, PromptTooLarge,
+    WindowSource,
+};
+
 /// The capability and price table shipped with kactors; a data file, edited without touching code.
 const BUILTIN_MODEL_TABLE: &str = include_str!("../../data/models.yaml");
 
 const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-/// Used when max_tokens is not configured (limited to the model's maximum output when known).
+/// Used when max_tokens is not configured (limited to the model's maximum output when known,
+/// and to half its context window).
 const DEFAULT_MAX_TOKENS: u32 = 32_000;
 const DEFAULT_MAX_INFLIGHT: u32 = 4;
 /// Long answers (tens of thousands of tokens, with thinking) take minutes to generate.
 const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+/// A day: no answer is worth waiting longer for, and the bound keeps a huge configured number
+/// from overflowing a Duration.
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(86_400);
 /// Anthropic rejects a thinking budget below 1024 tokens.
 const MIN_THINKING_BUDGET_TOKENS: u32 = 1024;
 
@@ -104,6 +114,8 @@ pub struct ModelCapability {
     pub accepts_temperature: bool,
     pub reasoning: ReasoningKind,
     pub max_output_tokens: Option<u32>,
+    /// From the table; None for an unknown model.
+    pub context_window: Option<ContextWindow>,
     pub price: Option<Price>,
 }
 
@@ -133,7 +145,16 @@ struct ModelEntryFile {
     accepts_temperature: bool,
     reasoning: ReasoningKind,
     max_output_tokens: u32,
+    context_window: ContextWindowFile,
     price: PriceFile,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContextWindowFile {
+    tokens: u64,
+    source: String,
+    checked: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -186,6 +207,13 @@ impl ModelTable {
         Some(&self.entries[*index])
     }
 
+    /// The name the API knows for `name` when `name` is exactly one of an entry's aliases.
+    /// A dated alias (`claude-opus-4-20250514`) is the API's own pinned name and has none.
+    fn api_name_of_alias(&self, name: &str) -> Option<&str> {
+        let entry = &self.entries[*self.index_by_name.get(name)?];
+        (entry.model != name).then_some(entry.model.as_str())
+    }
+
     fn capability(&self, model: &str) -> Option<(Provider, ModelCapability)> {
         let entry = self.lookup(model)?;
         let capability = ModelCapability {
@@ -194,6 +222,12 @@ impl ModelTable {
             accepts_temperature: entry.accepts_temperature,
             reasoning: entry.reasoning,
             max_output_tokens: Some(entry.max_output_tokens),
+            context_window: Some(ContextWindow {
+                tokens: entry.context_window.tokens,
+                source: WindowSource::ModelTable {
+                    page: entry.context_window.source.clone(),
+                },
+            }),
             price: Some(Price {
                 input_usd_per_mtok: entry.price.input_usd_per_mtok,
                 output_usd_per_mtok: entry.price.output_usd_per_mtok,
@@ -230,6 +264,19 @@ fn validate_entry(entry: &ModelEntryFile) -> Result<(), ModelTableError> {
     }
     if entry.max_output_tokens == 0 {
         return Err(invalid("max_output_tokens must be positive"));
+    }
+    let window = &entry.context_window;
+    if window.tokens <= u64::from(entry.max_output_tokens)
+        || window.tokens > MAX_CONTEXT_WINDOW_TOKENS
+    {
+        return Err(invalid(
+            "context_window.tokens must exceed max_output_tokens and be at most 100000000",
+        ));
+    }
+    if window.source.trim().is_empty() || !is_iso_date(&window.checked) {
+        return Err(invalid(
+            "the context window needs a source and a checked date (YYYY-MM-DD)",
+        ));
     }
     let price = &entry.price;
     if !is_valid_price(price.input_usd_per_mtok) || !is_valid_price(price.output_usd_per_mtok) {
@@ -323,6 +370,9 @@ pub struct RawLlmConfig {
     pub tokens_per_minute: Option<u64>,
     pub budget_usd: Option<f64>,
     pub request_timeout_s: Option<f64>,
+    /// Tokens of prompt and reply together; overrides data/models.yaml, and replaces the
+    /// assumed window for a model the table does not list.
+    pub context_window: Option<u64>,
     /// Per model name; overrides the data file's price for that model.
     #[serde(default)]
     pub prices: BTreeMap<String, RawPrice>,
@@ -368,6 +418,16 @@ pub enum LlmConfigError {
         max_tokens: u32,
         limit: u32,
     },
+    #[error(
+        "max_tokens {max_tokens} leaves no room for a prompt in the {window}-token context window \
+         of model {model} ({window_source}): lower max_tokens"
+    )]
+    NoRoomForPrompt {
+        model: String,
+        max_tokens: u32,
+        window: u64,
+        window_source: WindowSource,
+    },
     #[error("invalid {key} {value}: expected {expected}")]
     InvalidValue {
         key: &'static str,
@@ -389,6 +449,20 @@ pub enum LlmConfigWarning {
          is sent only to an openai_compatible server, and it has no price unless prices.{model} is set"
     )]
     UnknownModel { model: String },
+    #[error(
+        "model {configured} is sent to {provider} as {sent}, the name its API knows \
+         (data/models.yaml lists {configured} as an alias)"
+    )]
+    AliasSentAsModel {
+        configured: String,
+        sent: String,
+        provider: Provider,
+    },
+    #[error(
+        "model {model} has no context window in data/models.yaml: prompts that cannot fit in \
+         {tokens} tokens beside max_tokens are refused; set context_window to its real window"
+    )]
+    ContextWindowAssumed { model: String, tokens: u64 },
     #[error("temperature is not sent: model {model} does not accept it")]
     TemperatureNotAccepted { model: String },
     #[error("temperature is not sent: model {model} rejects it while reasoning harder")]
@@ -412,6 +486,7 @@ pub enum LlmConfigWarning {
 #[derive(Debug, Clone)]
 pub struct LlmSettings {
     pub provider: Provider,
+    /// The name sent in each request: as configured, or the API's name for a configured alias.
     pub model: String,
     /// None only for the replay provider. Anthropic's base has no /v1 (the path adds it);
     /// OpenAI-style bases end in /v1, as in the official SDKs.
@@ -425,6 +500,8 @@ pub struct LlmSettings {
     pub tokens_per_minute: Option<u64>,
     pub budget_usd: Option<f64>,
     pub request_timeout: Duration,
+    /// None only for the replay provider, which sends nothing.
+    pub context_window: Option<ContextWindow>,
     pub capability: ModelCapability,
     pub warnings: Vec<LlmConfigWarning>,
 }
@@ -451,6 +528,15 @@ impl LlmSettings {
                 Provider::OpenAi | Provider::OpenAiCompatible,
             ) => Some(ReasoningRequest::OpenAiEffort { effort: "high" }),
             _ => None,
+        }
+    }
+
+    /// Refuses a request whose prompt cannot fit in the model's window beside max_tokens; it
+    /// must not be sent.
+    pub fn check_prompt_fits(&self, request: &ChatRequest) -> Result<(), PromptTooLarge> {
+        match &self.context_window {
+            Some(window) => window.check(&self.model, request.prompt_bytes(), self.max_tokens),
+            None => Ok(()),
         }
     }
 
@@ -510,6 +596,20 @@ pub fn resolve_with_table(
     };
 
     let mut warnings = Vec::new();
+    // KernelAgent's spellings reach Anthropic and OpenAI as the names their APIs know; a relay
+    // behind openai_compatible was set up with KernelAgent's spelling and gets it unchanged.
+    let configured_model = model.clone();
+    let model = match table.api_name_of_alias(&model) {
+        Some(api_name) if matches!(provider, Provider::Anthropic | Provider::OpenAi) => {
+            warnings.push(LlmConfigWarning::AliasSentAsModel {
+                configured: model.clone(),
+                sent: api_name.to_string(),
+                provider,
+            });
+            api_name.to_string()
+        }
+        _ => model,
+    };
     let mut capability = match table_entry {
         Some((_, capability)) => capability,
         None => {
@@ -524,11 +624,29 @@ pub fn resolve_with_table(
                 accepts_temperature: provider == Provider::OpenAiCompatible,
                 reasoning: ReasoningKind::None,
                 max_output_tokens: None,
+                context_window: None,
                 price: None,
             }
         }
     };
-    if let Some(price) = configured_price(raw, &model, &capability.model)? {
+    let context_window = match (raw.context_window, &capability.context_window) {
+        (Some(tokens), _) => ContextWindow {
+            tokens,
+            source: WindowSource::Configured,
+        },
+        (None, Some(window)) => window.clone(),
+        (None, None) => {
+            warnings.push(LlmConfigWarning::ContextWindowAssumed {
+                model: model.clone(),
+                tokens: ASSUMED_CONTEXT_WINDOW_TOKENS,
+            });
+            ContextWindow {
+                tokens: ASSUMED_CONTEXT_WINDOW_TOKENS,
+                source: WindowSource::Assumed,
+            }
+        }
+    };
+    if let Some(price) = configured_price(raw, &configured_model, &capability.model)? {
         capability.price = Some(price);
     }
 
@@ -573,10 +691,22 @@ pub fn resolve_with_table(
             }
             max_tokens
         }
-        None => capability
-            .max_output_tokens
-            .map_or(DEFAULT_MAX_TOKENS, |limit| limit.min(DEFAULT_MAX_TOKENS)),
+        None => {
+            let half_window = u32::try_from(context_window.tokens / 2).unwrap_or(u32::MAX);
+            capability
+                .max_output_tokens
+                .map_or(DEFAULT_MAX_TOKENS, |limit| limit.min(DEFAULT_MAX_TOKENS))
+                .min(half_window)
+        }
     };
+    if u64::from(max_tokens) >= context_window.tokens {
+        return Err(LlmConfigError::NoRoomForPrompt {
+            model: model.clone(),
+            max_tokens,
+            window: context_window.tokens,
+            window_source: context_window.source,
+        });
+    }
 
     if let Some(temperature) = raw.temperature {
         let (range_end, expected) = if provider == Provider::Anthropic {
@@ -607,6 +737,7 @@ pub fn resolve_with_table(
         tokens_per_minute: limits.tokens_per_minute,
         budget_usd: limits.budget_usd,
         request_timeout: limits.request_timeout,
+        context_window: Some(context_window),
         capability,
         warnings,
     };
@@ -637,16 +768,27 @@ fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
         return Err(invalid("tokens_per_minute", 0, "at least 1, or no limit"));
     }
     let request_timeout = match raw.request_timeout_s {
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 => Duration::from_secs_f64(seconds),
+        Some(seconds) if seconds > 0.0 && seconds <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
+            Duration::from_secs_f64(seconds)
+        }
         Some(seconds) => {
             return Err(invalid(
                 "request_timeout_s",
                 seconds,
-                "a positive number of seconds",
+                "a positive number of seconds, at most 86400",
             ));
         }
         None => DEFAULT_REQUEST_TIMEOUT,
     };
+    if let Some(tokens) = raw.context_window
+        && !(1..=MAX_CONTEXT_WINDOW_TOKENS).contains(&tokens)
+    {
+        return Err(invalid(
+            "context_window",
+            tokens,
+            "a positive number of tokens, at most 100000000",
+        ));
+    }
     if let Some(budget_usd) = raw.budget_usd
         && !(budget_usd.is_finite() && budget_usd > 0.0)
     {
@@ -685,12 +827,14 @@ fn replay_settings(
         tokens_per_minute: limits.tokens_per_minute,
         budget_usd: limits.budget_usd,
         request_timeout: limits.request_timeout,
+        context_window: None,
         capability: ModelCapability {
             model,
             known: false,
             accepts_temperature: false,
             reasoning: ReasoningKind::None,
             max_output_tokens: None,
+            context_window: None,
             price: Some(Price {
                 input_usd_per_mtok: 0.0,
                 output_usd_per_mtok: 0.0,
@@ -889,12 +1033,190 @@ mod tests {
         assert_eq!(entry_of("claude-opus-4-7-experimental"), None);
     }
 
+    /// (configured model, provider configured) -> (model sent, alias warned).
+    fn check_sent_name(configured: &str, provider: Option<Provider>, sent: &str, warned: bool) {
+        let settings = resolve_ok(&RawLlmConfig {
+            provider,
+            base_url: (provider == Some(Provider::OpenAiCompatible))
+                .then(|| "http://relay.example/v1".to_string()),
+            ..raw(configured)
+        });
+        assert_eq!(settings.model, sent, "{configured} over {provider:?}");
+        let alias_warnings: Vec<String> = settings
+            .warnings
+            .iter()
+            .filter(|warning| matches!(warning, LlmConfigWarning::AliasSentAsModel { .. }))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            alias_warnings.len(),
+            usize::from(warned),
+            "{configured}: {alias_warnings:?}"
+        );
+        assert!(settings.capability.known, "{configured}");
+    }
+
+    /// Issue 10: KernelAgent's configurations spell models as no API knows them.
+    #[test]
+    fn kernelagent_spellings_are_sent_as_the_api_names_them() {
+        use Provider::*;
+        check_sent_name("claude-opus-4.5", None, "claude-opus-4-5", true);
+        check_sent_name("claude-opus-4.6", None, "claude-opus-4-6", true);
+        check_sent_name("claude-opus-4.7", Some(Anthropic), "claude-opus-4-7", true);
+        check_sent_name("gpt-5-4", None, "gpt-5.4", true);
+        check_sent_name("gpt-5-4", Some(OpenAi), "gpt-5.4", true);
+        check_sent_name("claude-opus-4", None, "claude-opus-4-0", true);
+        // A relay expects KernelAgent's spelling.
+        check_sent_name(
+            "claude-opus-4.5",
+            Some(OpenAiCompatible),
+            "claude-opus-4.5",
+            false,
+        );
+        check_sent_name("gpt-5-4", Some(OpenAiCompatible), "gpt-5-4", false);
+        // The API's own names, dated ones included, go as written.
+        check_sent_name("claude-opus-4-5", None, "claude-opus-4-5", false);
+        check_sent_name(
+            "claude-opus-4-20250514",
+            None,
+            "claude-opus-4-20250514",
+            false,
+        );
+        check_sent_name("gpt-5.4", None, "gpt-5.4", false);
+        let settings = resolve_ok(&raw("claude-opus-4.5"));
+        assert_eq!(
+            settings.warnings[0].to_string(),
+            "model claude-opus-4.5 is sent to anthropic as claude-opus-4-5, the name its API \
+             knows (data/models.yaml lists claude-opus-4.5 as an alias)"
+        );
+    }
+
+    /// (model, context_window configured, max_tokens configured) -> (window, where from,
+    /// max_tokens).
+    fn check_window(
+        model: &str,
+        configured: Option<u64>,
+        max_tokens: Option<u32>,
+        expected: (u64, &str, u32),
+    ) {
+        let settings = resolve_ok(&RawLlmConfig {
+            context_window: configured,
+            max_tokens,
+            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            ..raw(model)
+        });
+        let window = settings.context_window.unwrap();
+        let source = match &window.source {
+            WindowSource::ModelTable { .. } => "table",
+            WindowSource::Configured => "configured",
+            WindowSource::Assumed => "assumed",
+        };
+        assert_eq!(
+            (window.tokens, source, settings.max_tokens),
+            expected,
+            "{model} {configured:?} {max_tokens:?}"
+        );
+    }
+
+    #[test]
+    fn the_context_window_comes_from_the_table_the_configuration_or_is_assumed() {
+        check_window("claude-opus-4-5", None, None, (200_000, "table", 32_000));
+        check_window("claude-opus-4.5", None, None, (200_000, "table", 32_000));
+        check_window("gpt-4o-2024-08-06", None, None, (128_000, "table", 16_384));
+        check_window("gpt-5.4", None, None, (1_050_000, "table", 32_000));
+        check_window(
+            "claude-opus-4-5",
+            Some(100_000),
+            None,
+            (100_000, "configured", 32_000),
+        );
+        check_window("qwen3-coder", None, None, (128_000, "assumed", 32_000));
+        check_window(
+            "qwen3-coder",
+            Some(32_768),
+            None,
+            (32_768, "configured", 16_384),
+        );
+        check_window(
+            "qwen3-coder",
+            Some(32_768),
+            Some(30_000),
+            (32_768, "configured", 30_000),
+        );
+        let assumed = resolve_ok(&RawLlmConfig {
+            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            ..raw("qwen3-coder")
+        });
+        let warned: Vec<String> = assumed
+            .warnings
+            .iter()
+            .filter(|w| matches!(w, LlmConfigWarning::ContextWindowAssumed { .. }))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            warned,
+            vec![
+                "model qwen3-coder has no context window in data/models.yaml: prompts that \
+                 cannot fit in 128000 tokens beside max_tokens are refused; set context_window \
+                 to its real window"
+            ]
+        );
+        let configured = resolve_ok(&RawLlmConfig {
+            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            context_window: Some(32_768),
+            ..raw("qwen3-coder")
+        });
+        assert!(
+            !configured
+                .warnings
+                .iter()
+                .any(|w| matches!(w, LlmConfigWarning::ContextWindowAssumed { .. }))
+        );
+    }
+
+    #[test]
+    fn max_tokens_must_leave_room_for_a_prompt() {
+        let error = resolve(
+            &RawLlmConfig {
+                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                context_window: Some(8_192),
+                max_tokens: Some(8_192),
+                ..raw("llama")
+            },
+            &env_with(KEYS),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "max_tokens 8192 leaves no room for a prompt in the 8192-token context window of \
+             model llama (context_window in the configuration): lower max_tokens"
+        );
+        for tokens in [0, 100_000_001] {
+            let error = resolve(
+                &RawLlmConfig {
+                    context_window: Some(tokens),
+                    ..raw("gpt-5")
+                },
+                &env_with(KEYS),
+            )
+            .unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!(
+                    "invalid context_window {tokens}: expected a positive number of tokens, at \
+                     most 100000000"
+                )
+            );
+        }
+    }
+
     #[test]
     fn table_rejects_broken_entries() {
         let entry = |extra: &str| {
             format!(
                 "models:\n  - model: m\n    provider: openai\n    accepts_temperature: true\n    \
-                 reasoning: none\n    max_output_tokens: 10\n{extra}"
+                 reasoning: none\n    max_output_tokens: 10\n    context_window: {{tokens: 100, \
+                 source: https://w, checked: 2026-01-02}}\n{extra}"
             )
         };
         let price = "    price: {input_usd_per_mtok: 1, output_usd_per_mtok: 2, source: https://x, checked: 2026-01-02}\n";
@@ -914,6 +1236,20 @@ mod tests {
             ModelTable::parse(&twice),
             Err(ModelTableError::Duplicate { .. })
         ));
+        for broken_window in [
+            "tokens: 10, source: https://w,",
+            "tokens: 100000001, source: https://w,",
+            "tokens: 100, source: ' ',",
+        ] {
+            let broken = entry(price).replace("tokens: 100, source: https://w,", broken_window);
+            assert!(
+                matches!(
+                    ModelTable::parse(&broken),
+                    Err(ModelTableError::Invalid { .. })
+                ),
+                "{broken_window}"
+            );
+        }
         let misspelt = entry(price).replace("accepts_temperature", "accept_temperature");
         assert!(matches!(
             ModelTable::parse(&misspelt),
@@ -965,9 +1301,15 @@ mod tests {
         assert_eq!(settings.temperature_to_send(), Some(0.7));
         assert_eq!(
             settings.warnings,
-            vec![LlmConfigWarning::UnknownModel {
-                model: "qwen3-coder".to_string()
-            }]
+            vec![
+                LlmConfigWarning::UnknownModel {
+                    model: "qwen3-coder".to_string()
+                },
+                LlmConfigWarning::ContextWindowAssumed {
+                    model: "qwen3-coder".to_string(),
+                    tokens: 128_000
+                }
+            ]
         );
     }
 
@@ -1130,7 +1472,15 @@ mod tests {
                 request_timeout_s: Some(0.0),
                 ..raw("gpt-5")
             },
-            "invalid request_timeout_s 0: expected a positive number of seconds",
+            "invalid request_timeout_s 0: expected a positive number of seconds, at most 86400",
+        );
+        check(
+            RawLlmConfig {
+                request_timeout_s: Some(1e30),
+                ..raw("gpt-5")
+            },
+            "invalid request_timeout_s 1000000000000000000000000000000: expected a positive \
+             number of seconds, at most 86400",
         );
         check(
             RawLlmConfig {
@@ -1203,6 +1553,20 @@ mod tests {
             (2.0, 10.0)
         );
         assert_eq!(price.source, "configuration (prices.claude-sonnet-4-5)");
+        let under_an_alias = resolve_ok(&RawLlmConfig {
+            prices: BTreeMap::from([(
+                "claude-opus-4.5".to_string(),
+                RawPrice {
+                    input_usd_per_mtok: 4.0,
+                    output_usd_per_mtok: 20.0,
+                },
+            )]),
+            ..raw("claude-opus-4.5")
+        });
+        assert_eq!(
+            under_an_alias.capability.price.unwrap().source,
+            "configuration (prices.claude-opus-4.5)"
+        );
         let error = resolve(
             &RawLlmConfig {
                 prices: BTreeMap::from([(

@@ -77,7 +77,9 @@ pub fn child_environment(
     ChildEnv(vars)
 }
 
-fn may_carry_credential(name: &OsStr) -> bool {
+/// Whether a variable of this name may carry a credential, by the rule [`child_environment`]
+/// applies: the one definition kactors and its tests share.
+pub fn may_carry_credential(name: &OsStr) -> bool {
     let name = name.to_string_lossy().to_ascii_uppercase();
     CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
         || CREDENTIAL_PREFIXES

@@ -221,3 +221,41 @@ fn a_kernelagent_model_spelling_is_sent_as_openai_names_it_with_one_warning() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_server_that_never_answers_well_fails_the_run_after_its_first_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = r#"{"error": {"message": "no such model", "type": "invalid_request_error"}}"#;
+    let (base_url, seen) = serve(400, body.to_string(), 64);
+    let output = run_with(
+        dir.path(),
+        &base_url,
+        "provider: openai_compatible\nmodel: local-kernel-model\n",
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let last = stderr.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("kactors: run failed (no LLM request succeeded: "),
+        "{stderr}"
+    );
+    assert!(
+        last.contains(&format!("({base_url}/chat/completions)")),
+        "the error names the server: {last}"
+    );
+    let run = std::fs::read_dir(dir.path().join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert!(
+        run.join("best_kernel.py").is_file(),
+        "the initial kernel is kept"
+    );
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        3,
+        "the analysis and the round's two proposals, each refused once (400 is not retried)"
+    );
+}

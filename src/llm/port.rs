@@ -133,7 +133,12 @@ impl LlmProvider for HttpLlm {
                         ProviderError::Auth { .. } => {
                             Err(LlmError::Auth(exhausted.error.to_string()))
                         }
-                        _ => Err(LlmError::Failed(exhausted.to_string())),
+                        // The server's address goes with the error: a run that could reach
+                        // no server says which one it tried.
+                        _ => Err(LlmError::Failed(format!(
+                            "{exhausted} ({})",
+                            self.provider.endpoint()
+                        ))),
                     }
                 }
             }

@@ -288,6 +288,7 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
         num_bottlenecks: search.num_bottlenecks,
         max_rounds: search.max_rounds,
         devices: describe(&devices),
+        initial_source: kernel.initial.text().to_string(),
     };
     let plan = RunPlan {
         started,
@@ -307,7 +308,6 @@ pub fn run(args: RunArgs) -> Result<i32, CommandError> {
             final_files: final_files(&kernel.root),
             max_refinements: settings.max_refinements,
         },
-        initial_source: kernel.initial.clone(),
         max_inflight,
         kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
         restart_budget: RESTART_BUDGET,

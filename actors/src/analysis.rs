@@ -3,11 +3,11 @@
 //! usable (the replay provider's "no analysis available", prose, broken JSON) yields no
 //! bottleneck or no lesson, never an error, and the search goes on without them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One bottleneck of a parent kernel, as its analysis named it: a proposal made from the parent
 /// attacks it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnalyzedBottleneck {
     pub title: String,
     pub causes: Vec<String>,

@@ -16,7 +16,7 @@ use std::thread;
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
-use crate::journal::{Event, JournalRecord};
+use crate::journal::{Event, JournalRecord, ReplyFile};
 use crate::model::CandidateId;
 use crate::ports::{Clock, ProgressSink, RunStore};
 use crate::report::RunSummary;
@@ -40,6 +40,16 @@ pub struct PrepareCandidate {
 pub struct PrepareFolder {
     pub name: String,
     pub files: Vec<(String, String)>,
+}
+
+/// Keep an LLM exchange in a candidate's folder: the prompt and the reply, each synced to disk,
+/// before the reply's record is journaled. Answers the reply's file and SHA-256.
+#[derive(Message)]
+#[rtype(result = "Result<ReplyFile, String>")]
+pub struct KeepReply {
+    pub candidate: CandidateId,
+    pub prompt: (String, String),
+    pub reply: (String, String),
 }
 
 /// Write a file into an existing candidate folder (results, analyses).
@@ -340,6 +350,27 @@ impl Handler<WriteCandidateFile> for Collector {
             message.name,
             message.contents,
         ));
+    }
+}
+
+impl Handler<KeepReply> for Collector {
+    type Result = ResponseFuture<Result<ReplyFile, String>>;
+
+    fn handle(&mut self, message: KeepReply, _: &mut Context<Self>) -> Self::Result {
+        let (reply, answer) = oneshot::channel();
+        let failure = self.failure.clone();
+        let file = format!("candidates/{}/{}", message.candidate, message.reply.0);
+        let sha256 = crate::journal::sha256_hex(&message.reply.1);
+        let _ = self.commands.send(Command::Prepare(
+            message.candidate,
+            vec![message.prompt, message.reply],
+            reply,
+        ));
+        Box::pin(async move {
+            answer_of(answer, failure)
+                .await
+                .map(|_| ReplyFile { file, sha256 })
+        })
     }
 }
 

@@ -12,7 +12,7 @@ use crate::journal::{Event, Step};
 use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
 use crate::ports::{
     DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, ProfileError, ProfileJob,
-    ProfileSummary, ReferenceTimes, UserTestOutcome,
+    ProfileSummary, UserTestOutcome,
 };
 use crate::profiler::{Profiler, RunProfile};
 
@@ -39,9 +39,10 @@ pub struct Profile {
     pub round: u32,
 }
 
-/// Time PyTorch eager and torch.compile on this device, by the candidates' method.
+/// Time PyTorch eager and torch.compile on this device, by the candidates' method. Answered
+/// with a `reference_timed` record for each, for the Manager to journal and apply.
 #[derive(Message)]
-#[rtype(result = "ReferenceTimes")]
+#[rtype(result = "Vec<Event>")]
 pub struct TimeReferences {
     pub deadline: std::time::Duration,
 }
@@ -313,7 +314,7 @@ impl Handler<Profile> for GpuWorker {
 }
 
 impl Handler<TimeReferences> for GpuWorker {
-    type Result = AtomicResponse<Self, ReferenceTimes>;
+    type Result = AtomicResponse<Self, Vec<Event>>;
 
     fn handle(&mut self, message: TimeReferences, _: &mut Context<Self>) -> Self::Result {
         let mut evaluator = self.take_evaluator();
@@ -326,7 +327,7 @@ impl Handler<TimeReferences> for GpuWorker {
         };
         let stop = self.stop.clone();
         let work = async move {
-            let mut times = ReferenceTimes::default();
+            let mut times = Vec::new();
             let measure = async {
                 for which in [Reference::Eager, Reference::Compile] {
                     log.started(Step::Reference);
@@ -341,17 +342,13 @@ impl Handler<TimeReferences> for GpuWorker {
                         Err(error) => (None, None, Some(error.to_string())),
                     };
                     log.finished(Step::Reference, provenance, None, time_ms, error.clone());
-                    log.collector.do_send(Record(Event::ReferenceTimed {
+                    times.push(Event::ReferenceTimed {
                         device: log.device,
                         which,
                         time_ms,
                         provenance,
                         error,
-                    }));
-                    match which {
-                        Reference::Eager => times.eager_ms = time_ms,
-                        Reference::Compile => times.compile_ms = time_ms,
-                    }
+                    });
                 }
             };
             tokio::select! {

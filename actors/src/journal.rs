@@ -1,18 +1,64 @@
 //! The journal's schema: one JSON object per line, each with `v` (schema version), `t` (UTC time
 //! with milliseconds) and `type`. docs/journal.md documents every record; resume, reports and
 //! later tools read it, so a change of shape is a change of `SCHEMA_VERSION`.
+//!
+//! Records are read back too (`JournalRecord::from_json`): version 2 journals rebuild the
+//! search's state, and version 1 journals still give a report (the fields version 2 added read
+//! as absent).
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::analysis::AnalyzedBottleneck;
 use crate::model::{CandidateId, DeviceId, Provenance, Reference, Verdict};
 use crate::ports::{RequestKind, TokenUsage};
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The oldest journal this build reads.
+pub const OLDEST_READABLE_VERSION: u32 = 1;
+
+/// How an LLM request ended, for every `*_received` record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplyOutcome {
+    /// A request for code answered with a Python block defining `kernel_function`.
+    Code,
+    /// A request for code answered without one.
+    NoCode,
+    /// An analysis or a reflexion answered.
+    Answered,
+    /// Transport errors, error statuses, a prompt that cannot fit the model's window.
+    Failed,
+    /// The provider had nothing more (the replay provider after its last file).
+    Exhausted,
+    /// Not sent: the budget could be passed.
+    Budget,
+    /// The provider refused the credentials.
+    Refused,
+    /// The prompt could not be rendered: nothing was sent.
+    NotRendered,
+    /// The run ended before the reply came.
+    Cancelled,
+}
+
+/// How an evaluation attempt of a candidate ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvaluationOutcome {
+    /// Verified and timed.
+    Verified,
+    /// The verifier judged its output wrong: the only failure a refinement may fix.
+    WrongOutput,
+    /// It crashed, ran past its deadline, tampered, or its timing failed.
+    Failed,
+    /// The device's worker died while evaluating it; the Supervisor restarted it (or could not).
+    WorkerDied,
+}
 
 /// The steps that occupy a device; their start and end records give each device's busy time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Step {
     Verify,
@@ -22,20 +68,20 @@ pub enum Step {
     Reference,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceDescription {
     pub device: DeviceId,
     pub name: String,
     pub uuid: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BeamMember {
     pub candidate: CandidateId,
     pub time_ms: f64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunOutcome {
     /// Rounds done, converged, a limit reached, or the provider exhausted: exit 0.
@@ -46,7 +92,18 @@ pub enum RunOutcome {
     Interrupted,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A reply kept beside the candidate: its file (relative to the run directory) and the SHA-256
+/// of its bytes, journaled only once the file is synced to disk.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyFile {
+    pub file: String,
+    pub sha256: String,
+}
+
+/// The journal's records. Those the Manager writes are the search's inputs and decisions: the
+/// search's state is the fold of the journal (`SearchState::apply`), the same code the live run
+/// uses. Fields added by version 2 default to absent when a version 1 journal is read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
     RunStarted {
@@ -58,10 +115,24 @@ pub enum Event {
         num_bottlenecks: u32,
         max_rounds: u32,
         devices: Vec<DeviceDescription>,
+        /// input.py as the run read it: candidate 0.
+        #[serde(default)]
+        initial_source: String,
     },
     RoundStarted {
         round: u32,
         parents: Vec<CandidateId>,
+    },
+    /// A candidate was numbered and given its parent, before anything was asked for it (it may
+    /// wait for its parent's profile and analysis).
+    CandidatePlanned {
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        /// Which of the parent's proposals it is (0-based): proposal i takes bottleneck i.
+        proposal_index: u32,
+        /// The device it is pinned to for now (steady search picks again when its code comes).
+        device: DeviceId,
     },
     ProposalRequested {
         candidate: CandidateId,
@@ -77,12 +148,19 @@ pub enum Event {
         round: u32,
         device: DeviceId,
         request_id: String,
-        /// `code`, `no_code`, `failed` or `exhausted`.
-        outcome: String,
+        /// 0 for the proposal, N for refinement N.
+        #[serde(default)]
+        attempt: u32,
+        outcome: ReplyOutcome,
         truncated: bool,
         usage: Option<TokenUsage>,
         cost_usd: Option<f64>,
         error: Option<String>,
+        /// The code the reply proposes (outcome `code`): what is evaluated.
+        #[serde(default)]
+        code: Option<String>,
+        #[serde(default)]
+        reply: Option<ReplyFile>,
     },
     /// A parent's bottleneck analysis was requested (once per kernel, when it first becomes a
     /// parent).
@@ -101,11 +179,16 @@ pub enum Event {
         request_id: String,
         requested: u32,
         returned: u32,
-        /// The bottlenecks' titles, in the order the proposals take them.
-        bottlenecks: Vec<String>,
+        /// The bottlenecks in the order the proposals take them (version 1 kept their titles).
+        #[serde(deserialize_with = "bottlenecks_or_titles")]
+        bottlenecks: Vec<AnalyzedBottleneck>,
+        #[serde(default = "answered")]
+        outcome: ReplyOutcome,
         usage: Option<TokenUsage>,
         cost_usd: Option<f64>,
         error: Option<String>,
+        #[serde(default)]
+        reply: Option<ReplyFile>,
     },
     /// A candidate that failed verification gets another attempt; a `proposal_requested` of
     /// kind `refine` with the same `request_id` follows.
@@ -138,9 +221,13 @@ pub enum Event {
         /// The lesson later optimization prompts carry; `None` when the reply taught nothing
         /// (the replay provider's empty reflexion) or the request failed.
         lesson: Option<String>,
+        #[serde(default = "answered")]
+        outcome: ReplyOutcome,
         usage: Option<TokenUsage>,
         cost_usd: Option<f64>,
         error: Option<String>,
+        #[serde(default)]
+        reply: Option<ReplyFile>,
     },
     StepStarted {
         candidate: CandidateId,
@@ -160,6 +247,21 @@ pub enum Event {
         time_ms: Option<f64>,
         error: Option<String>,
     },
+    /// One evaluation attempt of a candidate ended (its steps are in `step_*` records).
+    Evaluated {
+        candidate: CandidateId,
+        parent: Option<CandidateId>,
+        round: u32,
+        device: DeviceId,
+        /// 0 for the proposal's code, N for refinement N's; a retry after a dead worker keeps it.
+        attempt: u32,
+        outcome: EvaluationOutcome,
+        time_ms: Option<f64>,
+        provenance: Option<Provenance>,
+        reason: Option<String>,
+        /// The Triton kernels its verification saw launch: a profile of it measures them.
+        launched_kernels: Vec<String>,
+    },
     CandidateFinished {
         candidate: CandidateId,
         parent: Option<CandidateId>,
@@ -176,7 +278,19 @@ pub enum Event {
         device: DeviceId,
         bottleneck: String,
         duration_ms: Option<f64>,
+        /// The roofline verdict and its evidence, as the prompts carry it.
+        #[serde(default)]
+        analysis: String,
+        #[serde(default)]
+        at_roofline: bool,
         details: serde_json::Value,
+    },
+    /// A parent's profile failed; `unavailable` means no profile can work in this run.
+    ProfileFailed {
+        candidate: CandidateId,
+        device: DeviceId,
+        error: String,
+        unavailable: bool,
     },
     /// An evaluator started on a device and described what it sees: the device under its pin
     /// (name, UUID, PCI bus id) and its software versions.
@@ -252,11 +366,63 @@ pub enum Event {
     },
 }
 
+/// Version 1 journals named an analysis' bottlenecks by title only.
+fn bottlenecks_or_titles<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<AnalyzedBottleneck>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Bottleneck(AnalyzedBottleneck),
+        Title(String),
+    }
+    let items: Vec<Either> = Vec::deserialize(deserializer)?;
+    Ok(items
+        .into_iter()
+        .map(|item| match item {
+            Either::Bottleneck(bottleneck) => bottleneck,
+            Either::Title(title) => AnalyzedBottleneck {
+                title,
+                causes: Vec::new(),
+                fixes: Vec::new(),
+            },
+        })
+        .collect())
+}
+
+/// The SHA-256 of a text's UTF-8 bytes, in lowercase hex, as `sha256sum` prints it.
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+fn answered() -> ReplyOutcome {
+    ReplyOutcome::Answered
+}
+
 /// One line of the journal.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JournalRecord {
     pub t: SystemTime,
     pub event: Event,
+}
+
+/// Why a journal line could not be read back.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RecordError {
+    #[error("not a JSON object: {0}")]
+    NotJson(String),
+    #[error(
+        "schema version {found} is not one this build reads ({OLDEST_READABLE_VERSION} to {SCHEMA_VERSION})"
+    )]
+    Version { found: String },
+    #[error("`t` is not a UTC time such as 2026-12-02T10:35:44.123Z: {0}")]
+    Time(String),
+    #[error("not a record of a known type: {0}")]
+    Event(String),
 }
 
 impl JournalRecord {
@@ -271,6 +437,34 @@ impl JournalRecord {
             object.extend(fields);
         }
         serde_json::Value::Object(object)
+    }
+
+    /// Reads one journal line of any readable version.
+    pub fn from_line(line: &str) -> Result<JournalRecord, RecordError> {
+        let value: serde_json::Value =
+            serde_json::from_str(line).map_err(|error| RecordError::NotJson(error.to_string()))?;
+        let serde_json::Value::Object(mut object) = value else {
+            return Err(RecordError::NotJson(
+                "a JSON value that is not an object".into(),
+            ));
+        };
+        let version = object.remove("v").unwrap_or(serde_json::Value::Null);
+        if !version.as_u64().is_some_and(|v| {
+            (u64::from(OLDEST_READABLE_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v)
+        }) {
+            return Err(RecordError::Version {
+                found: version.to_string(),
+            });
+        }
+        let t = match object.remove("t") {
+            Some(serde_json::Value::String(text)) => {
+                parse_utc_millis(&text).ok_or(RecordError::Time(text))?
+            }
+            other => return Err(RecordError::Time(format!("{other:?}"))),
+        };
+        let event = serde_json::from_value(serde_json::Value::Object(object))
+            .map_err(|error| RecordError::Event(error.to_string()))?;
+        Ok(JournalRecord { t, event })
     }
 }
 
@@ -290,6 +484,59 @@ pub fn format_utc_millis(t: SystemTime) -> String {
         seconds_of_day % 60,
         millis % 1000
     )
+}
+
+/// Reads `2026-12-02T10:35:44.123Z` back (the one form `format_utc_millis` writes).
+pub fn parse_utc_millis(text: &str) -> Option<SystemTime> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 24
+        || [4, 7].iter().any(|&i| bytes[i] != b'-')
+        || bytes[10] != b'T'
+        || [13, 16].iter().any(|&i| bytes[i] != b':')
+        || bytes[19] != b'.'
+        || bytes[23] != b'Z'
+    {
+        return None;
+    }
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let field = text.get(range)?;
+        field
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| field.parse().ok())?
+    };
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second, millis) = (
+        number(11..13)?,
+        number(14..16)?,
+        number(17..19)?,
+        number(20..23)?,
+    );
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let days = days_from_civil(year, month as u32, day as u32);
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    let since_epoch =
+        Duration::from_secs(u64::try_from(seconds).ok()?) + Duration::from_millis(millis as u64);
+    SystemTime::UNIX_EPOCH.checked_add(since_epoch)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month = i64::from(month);
+    let day_of_year =
+        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
 }
 
 /// Howard Hinnant's days-to-civil algorithm for the proleptic Gregorian calendar.

@@ -6,6 +6,7 @@
 
 pub mod analysis;
 pub mod collector;
+pub mod finale;
 pub mod gpu_worker;
 pub mod journal;
 pub mod llm_broker;
@@ -16,5 +17,6 @@ pub mod ports;
 pub mod profiler;
 pub mod report;
 pub mod search;
+pub mod search_state;
 pub mod supervisor;
 pub mod watchdog;

@@ -5,11 +5,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A device a GpuWorker is pinned to: an nvidia-smi index on NVIDIA, a HIP id on AMD, a simulated
 /// slot on the noop platform.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct DeviceId(pub u32);
 
@@ -21,7 +21,7 @@ impl fmt::Display for DeviceId {
 
 /// Candidates are numbered over the whole run: 0 is the initial kernel, proposals count from 1
 /// in order of parent, then proposal.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct CandidateId(pub u64);
 
@@ -65,7 +65,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The outcome of checking a candidate against the PyTorch reference.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
     Passed { max_abs_err: f64, max_rel_err: f64 },
@@ -89,7 +89,7 @@ pub struct Timing {
 
 /// Whether a figure was measured on a device or modelled by the noop platform. Every verdict and
 /// time carries it so that a simulated number is never mistaken for a measured one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Provenance {
     Measured,
@@ -123,7 +123,7 @@ pub struct RankedKernel {
 }
 
 /// PyTorch's own implementations of the problem, timed like the candidates for comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reference {
     /// The problem's Model, run by PyTorch eagerly.

@@ -122,7 +122,7 @@ pub trait KernelProfiler {
     ) -> LocalFuture<'static, Result<ProfileSummary, ProfileError>>;
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
     Optimize,
@@ -142,7 +142,7 @@ pub struct LlmRequest {
     pub prompt: String,
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
@@ -213,7 +213,7 @@ pub struct Lesson {
 }
 
 /// What an optimization prompt is built from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ProposalContext {
     pub candidate: CandidateId,
     pub round: u32,
@@ -239,7 +239,7 @@ pub struct ProposalContext {
 }
 
 /// What a parent's bottleneck analysis prompt is built from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AnalysisContext {
     /// The kernel under analysis: the parent whose proposals the bottlenecks are for.
     pub candidate: CandidateId,
@@ -253,7 +253,7 @@ pub struct AnalysisContext {
 }
 
 /// What the prompt for another attempt at a candidate that failed verification is built from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RefinementContext {
     pub candidate: CandidateId,
     pub round: u32,
@@ -268,7 +268,7 @@ pub struct RefinementContext {
 }
 
 /// What a reflexion prompt, asked after a candidate was evaluated, is built from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReflexionContext {
     pub candidate: CandidateId,
     pub round: u32,

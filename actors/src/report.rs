@@ -112,6 +112,7 @@ impl RunSummary {
                 num_bottlenecks,
                 max_rounds,
                 devices,
+                ..
             } => {
                 self.started = Some(record.t);
                 self.simulated = *simulated;
@@ -539,6 +540,8 @@ mod tests {
             device: DeviceId(0),
             bottleneck: "memory".into(),
             duration_ms: Some(ms),
+            analysis: String::new(),
+            at_roofline: false,
             details: serde_json::Value::Null,
         }
     }

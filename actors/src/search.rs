@@ -68,6 +68,13 @@ pub fn virtual_round(id: CandidateId, settings: &SearchSettings) -> u32 {
     1 + ((id.0 - 1) / per_round) as u32
 }
 
+/// The device candidate i is pinned to in rounds, and where a parent is profiled: device
+/// i mod n, round-robin.
+pub fn device_for(id: CandidateId, devices: &[DeviceId]) -> DeviceId {
+    assert!(!devices.is_empty(), "a run has at least one device");
+    devices[(id.0 % devices.len() as u64) as usize]
+}
+
 /// The device with the fewest evaluations queued or running; ties go to the lowest id.
 pub fn first_free_device(load: &BTreeMap<DeviceId, usize>) -> DeviceId {
     let (device, _) = load
@@ -80,7 +87,7 @@ pub fn first_free_device(load: &BTreeMap<DeviceId, usize>) -> DeviceId {
 /// A steady search's candidates, one at a time: numbered on from 1, parents taken in turn over
 /// the beam as it stands (fastest first), each parent's proposals cycling over its M
 /// bottlenecks; max_rounds × N × M in all.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SteadyPlan {
     settings: SearchSettings,
     next_id: u64,
@@ -171,7 +178,7 @@ pub fn plan_round(
                 id: CandidateId(id),
                 parent: *parent,
                 proposal_index,
-                device: devices[(id % devices.len() as u64) as usize],
+                device: device_for(CandidateId(id), devices),
             });
             id += 1;
         }
@@ -180,7 +187,7 @@ pub fn plan_round(
 }
 
 /// The kernels kept as parents, fastest first.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Beam {
     width: usize,
     members: Vec<RankedKernel>,

@@ -20,12 +20,13 @@ use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::{CloseBroker, LlmBroker};
 use crate::manager::{Manager, ManagerSettings, StartRun, Stop, StopRun};
-use crate::model::{DeviceId, KernelSource, RankedKernel};
+use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{
     Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
     PromptBuilder, RunStore,
 };
 use crate::profiler::{CloseProfiler, Profiler};
+use crate::search_state::SearchState;
 use crate::watchdog::{KillAll, TerminateAll, Watchdog, WatchdogClient};
 
 /// The record-keeping and signalling ports, needed before any other actor starts.
@@ -48,9 +49,10 @@ pub struct WorkPorts {
 pub type WorkPortsBuilder = Box<dyn FnOnce(WatchdogClient) -> WorkPorts>;
 
 pub struct RunPlan {
+    /// `run_started`, with the initial kernel's source: journaled first, then the Manager's
+    /// first input.
     pub started: Event,
     pub manager: ManagerSettings,
-    pub initial_source: KernelSource,
     pub max_inflight: usize,
     pub kill_grace: Duration,
     /// Restarts allowed per device over the whole run.
@@ -68,6 +70,8 @@ pub struct RunResult {
     pub initial_ms: Option<f64>,
     /// The first failure to write the run directory, if any.
     pub record_error: Option<String>,
+    /// The search's state at its end, as the Manager held it (none after a Manager that died).
+    pub search: Option<SearchState>,
 }
 
 /// Sent by the Manager when the search is over, for whatever reason.
@@ -78,6 +82,7 @@ pub struct RunDone {
     pub reason: String,
     pub best: Option<RankedKernel>,
     pub initial_ms: Option<f64>,
+    pub search: Option<SearchState>,
 }
 
 /// A worker's mailbox closed; answered with its replacement, or why there is none.
@@ -200,7 +205,7 @@ impl Actor for Supervisor {
         )
         .start();
         manager.do_send(StartRun {
-            initial_source: self.plan.initial_source.clone(),
+            started: self.plan.started.clone(),
         });
         self.manager = Some(manager);
     }
@@ -315,6 +320,7 @@ impl Supervisor {
                     best: done.best,
                     initial_ms: done.initial_ms,
                     record_error,
+                    search: done.search,
                 });
             }
         };
@@ -367,6 +373,7 @@ impl Handler<ManagerDied> for Supervisor {
             reason: format!("the manager died: {}", message.message),
             best: None,
             initial_ms: None,
+            search: None,
         })
     }
 }

@@ -519,8 +519,16 @@ fn run_recorded(scenario: Scenario) -> Ran {
     };
     let devices: Vec<DeviceId> = (0..scenario.devices).map(DeviceId).collect();
     let plan = RunPlan {
-        started: Event::Interrupted {
-            signal: "placeholder for run_started".into(),
+        started: Event::RunStarted {
+            strategy: "test".into(),
+            platform: "fake".into(),
+            simulated: false,
+            search: scenario.search.kind.name().into(),
+            num_top_kernels: scenario.search.num_top_kernels,
+            num_bottlenecks: scenario.search.num_bottlenecks,
+            max_rounds: scenario.search.max_rounds,
+            devices: Vec::new(),
+            initial_source: scenario.initial.into(),
         },
         manager: ManagerSettings {
             search: scenario.search,
@@ -533,7 +541,6 @@ fn run_recorded(scenario: Scenario) -> Ran {
             stop_at_roofline: false,
             final_files: Vec::new(),
         },
-        initial_source: KernelSource::new(scenario.initial),
         max_inflight: scenario.max_inflight,
         kill_grace: Duration::from_millis(10),
         restart_budget: 2,
@@ -910,7 +917,12 @@ fn analyses_received(events: &[Event]) -> Vec<(u64, u32, u32, Vec<String>)> {
                 returned,
                 bottlenecks,
                 ..
-            } => Some((candidate.0, *requested, *returned, bottlenecks.clone())),
+            } => Some((
+                candidate.0,
+                *requested,
+                *returned,
+                bottlenecks.iter().map(|b| b.title.clone()).collect(),
+            )),
             _ => None,
         })
         .collect()
@@ -1620,7 +1632,7 @@ fn an_interrupt_journals_every_outstanding_request_as_cancelled() {
                 outcome,
                 error: Some(error),
                 ..
-            } if outcome == "cancelled" => {
+            } if *outcome == actors::journal::ReplyOutcome::Cancelled => {
                 assert!(
                     error.starts_with(
                         "cancelled: the run ended before the reply came (interrupted by SIGINT)"

@@ -1,0 +1,157 @@
+//! The end of a run that ended as planned: the initial kernel, the final beam and PyTorch's
+//! references timed again in one fresh evaluator, interleaved (the report's headline); the best
+//! kernel profiled if it has no profile yet; the best kernel staged beside problem.py and test.py
+//! in `final/`, and the user's own test.py run there.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix::Addr;
+
+use crate::collector::{Collector, PrepareCandidate, PrepareFolder, Record};
+use crate::gpu_worker::{Finale, GpuWorker, Profile, RunUserTest};
+use crate::journal::Event;
+use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel};
+use crate::ports::{ProfileError, ProfileJob, UserTestOutcome};
+
+/// What the finale needs; it runs on one device's worker.
+pub struct FinaleJob {
+    /// The initial kernel first, then the beam's members.
+    pub kernels: Vec<(CandidateId, KernelSource)>,
+    pub best: RankedKernel,
+    /// Profile the best kernel: profiling is on and it has no profile yet.
+    pub profile_best: bool,
+    pub device: DeviceId,
+    pub worker: Addr<GpuWorker>,
+    pub collector: Addr<Collector>,
+    pub deadline: Duration,
+    /// problem.py and test.py, as they were when the run started.
+    pub final_files: Vec<(String, String)>,
+}
+
+/// Runs the finale; answers the best kernel's profile record (`profile_recorded` or
+/// `profile_failed`) when it was profiled, for the Manager to journal and apply.
+pub async fn run(mut job: FinaleJob) -> Option<Event> {
+    let mut folders = Vec::new();
+    for (candidate, source) in std::mem::take(&mut job.kernels) {
+        let prepared = job.collector.send(PrepareCandidate {
+            candidate,
+            files: Vec::new(),
+        });
+        if let Ok(Ok(folder)) = prepared.await {
+            folders.push((candidate, source, folder));
+        }
+    }
+    let _ = job
+        .worker
+        .send(Finale {
+            kernels: folders.clone(),
+            deadline: job.deadline,
+        })
+        .await;
+    let profile = match folders.iter().find(|(id, _, _)| *id == job.best.id) {
+        Some((candidate, source, folder)) if job.profile_best => {
+            Some(profile_best(&job, *candidate, source, folder.clone()).await)
+        }
+        _ => None,
+    };
+    let mut staged = std::mem::take(&mut job.final_files);
+    staged.push(("kernel.py".into(), job.best.source.text().to_string()));
+    let event = user_test(&job.worker, &job.collector, staged, job.deadline).await;
+    job.collector.do_send(Record(event));
+    profile
+}
+
+async fn profile_best(
+    job: &FinaleJob,
+    candidate: CandidateId,
+    source: &KernelSource,
+    folder: PathBuf,
+) -> Event {
+    let profile = ProfileJob {
+        candidate,
+        source: source.clone(),
+        folder,
+        device: job.device,
+        kernel_names: job.best.launched_kernels.clone(),
+    };
+    let answer = job.worker.send(Profile {
+        job: profile,
+        round: 0,
+    });
+    match answer.await {
+        Ok(Ok(profile)) => Event::ProfileRecorded {
+            candidate,
+            device: job.device,
+            bottleneck: profile.bottleneck,
+            duration_ms: profile.duration_ms,
+            analysis: profile.analysis,
+            at_roofline: profile.at_roofline,
+            details: profile.details,
+        },
+        Ok(Err(error)) => Event::ProfileFailed {
+            candidate,
+            device: job.device,
+            unavailable: matches!(error, ProfileError::Unavailable(_)),
+            error: error.to_string(),
+        },
+        Err(_) => Event::ProfileFailed {
+            candidate,
+            device: job.device,
+            error: "the worker stopped while profiling".into(),
+            unavailable: false,
+        },
+    }
+}
+
+/// Stages the best kernel in `final/` and runs the user's test.py there.
+async fn user_test(
+    worker: &Addr<GpuWorker>,
+    collector: &Addr<Collector>,
+    staged: Vec<(String, String)>,
+    deadline: Duration,
+) -> Event {
+    let ran = |folder: String, outcome: Result<Option<UserTestOutcome>, String>| match outcome {
+        Ok(Some(test)) => Event::UserTestRan {
+            folder,
+            passed: Some(test.passed),
+            exit_code: test.exit_code,
+            log: Some(test.log.display().to_string()),
+            error: None,
+        },
+        Ok(None) => Event::UserTestRan {
+            folder,
+            passed: None,
+            exit_code: None,
+            log: None,
+            error: None,
+        },
+        Err(error) => Event::UserTestRan {
+            folder,
+            passed: None,
+            exit_code: None,
+            log: None,
+            error: Some(error),
+        },
+    };
+    let prepared = collector.send(PrepareFolder {
+        name: "final".into(),
+        files: staged,
+    });
+    let folder = match prepared.await {
+        Ok(Ok(folder)) => folder,
+        Ok(Err(error)) => return ran("final".into(), Err(error)),
+        Err(_) => return ran("final".into(), Err("the collector is gone".into())),
+    };
+    let outcome = worker
+        .send(RunUserTest {
+            folder: folder.clone(),
+            deadline,
+        })
+        .await;
+    let outcome = match outcome {
+        Ok(result) => result.map_err(|error| error.to_string()),
+        Err(_) => Err("the worker stopped".into()),
+    };
+    ran(folder.display().to_string(), outcome)
+}

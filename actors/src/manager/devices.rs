@@ -1,0 +1,263 @@
+//! The Manager's work on devices: a candidate's code written into its folder and evaluated by
+//! its device's worker (restarted by the Supervisor when it died), a parent profiled, PyTorch's
+//! references timed. Each ends as a record sent back as an input.
+
+use actix::prelude::*;
+
+use crate::collector::PrepareCandidate;
+use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
+use crate::journal::{EvaluationOutcome, Event};
+use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel, Verdict};
+use crate::ports::{EvalJob, ProfileError, ProfileJob};
+use crate::supervisor::RestartWorker;
+
+use super::{Input, Manager};
+
+/// An evaluation the Manager handed to a device.
+#[derive(Clone, Debug)]
+pub(super) struct Evaluation {
+    pub(super) candidate: CandidateId,
+    pub(super) parent: Option<CandidateId>,
+    pub(super) round: u32,
+    pub(super) device: DeviceId,
+    pub(super) attempt: u32,
+    pub(super) source: KernelSource,
+}
+
+impl Manager {
+    /// Writes a candidate's code into its folder, then hands it to its device.
+    pub(super) fn evaluate(&mut self, evaluation: Evaluation, ctx: &mut Context<Self>) {
+        let mut files = vec![(
+            "kernel.py".to_string(),
+            evaluation.source.text().to_string(),
+        )];
+        if evaluation.parent.is_some() {
+            let attempt_file = match evaluation.attempt {
+                0 => "kernel.proposal.py".to_string(),
+                k => format!("kernel.refine{k}.py"),
+            };
+            files.push((attempt_file, evaluation.source.text().to_string()));
+        }
+        let collector = self.collector.clone();
+        let worker = self.workers[&evaluation.device].clone();
+        let deadline = self.settings.step_deadline;
+        let job_of = evaluation.clone();
+        let work = async move {
+            let folder = collector
+                .send(PrepareCandidate {
+                    candidate: job_of.candidate,
+                    files,
+                })
+                .await
+                .map_err(|_| "the collector is gone".to_string())??;
+            let job = EvalJob {
+                candidate: job_of.candidate,
+                source: job_of.source,
+                folder,
+                deadline,
+            };
+            let evaluate = Evaluate {
+                job,
+                parent: job_of.parent,
+                round: job_of.round,
+            };
+            Ok::<_, String>(worker.send(evaluate).await.map_err(|_| worker))
+        };
+        let me = ctx.address();
+        ctx.spawn(
+            async move {
+                let input = match work.await {
+                    Err(reason) => Input::Record(evaluated(
+                        &evaluation,
+                        Err((EvaluationOutcome::Failed, reason)),
+                    )),
+                    Ok(Ok(result)) => Input::Record(evaluated(&evaluation, Ok(result))),
+                    Ok(Err(dead)) => Input::WorkerDied { evaluation, dead },
+                };
+                me.do_send(input);
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// A worker died under an evaluation: the Supervisor restarts it (within its budget) and
+    /// the search decides whether the candidate is tried again.
+    pub(super) fn worker_died(
+        &mut self,
+        evaluation: Evaluation,
+        dead: Addr<GpuWorker>,
+        ctx: &mut Context<Self>,
+    ) {
+        self.record(Event::WorkerDied {
+            device: evaluation.device,
+            candidate: Some(evaluation.candidate),
+            reason:
+                "the worker stopped while evaluating (its handler panicked or its mailbox closed)"
+                    .into(),
+        });
+        let restart = self.supervisor.send(RestartWorker {
+            device: evaluation.device,
+            dead,
+        });
+        ctx.spawn(restart.into_actor(self).map(move |answer, manager, ctx| {
+            let outcome = match answer {
+                Ok(Ok(worker)) => {
+                    manager.workers.insert(evaluation.device, worker);
+                    Err((
+                        EvaluationOutcome::WorkerDied,
+                        "the worker died and was restarted".to_string(),
+                    ))
+                }
+                Ok(Err(reason)) => Err((EvaluationOutcome::Failed, reason)),
+                Err(_) => Err((EvaluationOutcome::Failed, "the supervisor is gone".into())),
+            };
+            manager.step(evaluated(&evaluation, outcome), ctx);
+        }));
+    }
+
+    /// A kernel is profiled once, when it first becomes a parent, on its round-robin device.
+    pub(super) fn profile(
+        &mut self,
+        parent: RankedKernel,
+        device: DeviceId,
+        round: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        let worker = self.workers[&device].clone();
+        let collector = self.collector.clone();
+        let candidate = parent.id;
+        let work = async move {
+            let folder = collector
+                .send(PrepareCandidate {
+                    candidate,
+                    files: Vec::new(),
+                })
+                .await
+                .map_err(|_| ProfileError::Failed("the collector is gone".into()))?
+                .map_err(ProfileError::Failed)?;
+            let job = ProfileJob {
+                candidate,
+                kernel_names: parent.launched_kernels,
+                source: parent.source,
+                folder,
+                device,
+            };
+            worker
+                .send(Profile { job, round })
+                .await
+                .unwrap_or_else(|_| {
+                    Err(ProfileError::Failed(
+                        "the worker stopped while profiling".into(),
+                    ))
+                })
+        };
+        let me = ctx.address();
+        ctx.spawn(
+            async move {
+                let event = match work.await {
+                    Ok(profile) => Event::ProfileRecorded {
+                        candidate,
+                        device,
+                        bottleneck: profile.bottleneck,
+                        duration_ms: profile.duration_ms,
+                        analysis: profile.analysis,
+                        at_roofline: profile.at_roofline,
+                        details: profile.details,
+                    },
+                    Err(error) => Event::ProfileFailed {
+                        candidate,
+                        device,
+                        unavailable: matches!(error, ProfileError::Unavailable(_)),
+                        error: match error {
+                            ProfileError::Failed(e) | ProfileError::Unavailable(e) => e,
+                        },
+                    },
+                };
+                me.do_send(Input::Record(event));
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// PyTorch eager and torch.compile, timed once per run while round 1's proposals are asked
+    /// for; prompts carry the times once they are known.
+    pub(super) fn time_references(&mut self, device: DeviceId, ctx: &mut Context<Self>) {
+        // torch.compile's first call compiles: allow it several steps' time.
+        let times = self.workers[&device].send(TimeReferences {
+            deadline: self.settings.step_deadline * 4,
+        });
+        let me = ctx.address();
+        ctx.spawn(
+            async move {
+                for event in times.await.unwrap_or_default() {
+                    me.do_send(Input::Record(event));
+                }
+            }
+            .into_actor(self),
+        );
+    }
+}
+
+/// The `evaluated` record of an attempt: the worker's steps, or why there were none.
+pub(super) fn evaluated(
+    evaluation: &Evaluation,
+    result: Result<Evaluated, (EvaluationOutcome, String)>,
+) -> Event {
+    let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
+        Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
+        Ok(Evaluated {
+            verify: Err(error), ..
+        }) => (
+            EvaluationOutcome::Failed,
+            None,
+            None,
+            Some(error.to_string()),
+            Vec::new(),
+        ),
+        Ok(Evaluated {
+            verify: Ok(verify),
+            time,
+        }) => match (verify.verdict, time) {
+            (Verdict::Failed { reason }, _) => (
+                EvaluationOutcome::WrongOutput,
+                None,
+                Some(verify.provenance),
+                Some(format!("verification failed: {reason}")),
+                verify.launched_kernels,
+            ),
+            (Verdict::Passed { .. }, Some(Ok(timed))) => (
+                EvaluationOutcome::Verified,
+                Some(timed.timing.median_ms),
+                Some(timed.provenance),
+                None,
+                verify.launched_kernels,
+            ),
+            (Verdict::Passed { .. }, Some(Err(error))) => (
+                EvaluationOutcome::Failed,
+                None,
+                Some(verify.provenance),
+                Some(format!("timing failed: {error}")),
+                verify.launched_kernels,
+            ),
+            (Verdict::Passed { .. }, None) => (
+                EvaluationOutcome::Failed,
+                None,
+                Some(verify.provenance),
+                Some("the candidate was verified but never timed".into()),
+                verify.launched_kernels,
+            ),
+        },
+    };
+    Event::Evaluated {
+        candidate: evaluation.candidate,
+        parent: evaluation.parent,
+        round: evaluation.round,
+        device: evaluation.device,
+        attempt: evaluation.attempt,
+        outcome,
+        time_ms,
+        provenance,
+        reason,
+        launched_kernels,
+    }
+}

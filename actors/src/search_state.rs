@@ -1,0 +1,477 @@
+//! The search as a plain value: `SearchState::apply` takes one journal record and returns the
+//! decisions it leads to (ask the LLM, evaluate a candidate on a device, profile a parent, journal
+//! a derived record, finish). The Manager carries the decisions out and journals every input it
+//! applies; a rebuild applies the journal's records to a fresh state. Both are this one fold, so
+//! that the journal alone can rebuild the search.
+//!
+//! Inputs are the records the Manager journals as things happen: `run_started`, the
+//! `*_received` replies, `evaluated`, `profile_recorded`/`profile_failed`, `reference_timed`,
+//! `interrupted` and `run_finished`. Every other record (`candidate_planned`, the
+//! `*_requested`, `candidate_finished`, `round_finished`, …) is one of the state's own decisions,
+//! recorded for readers: applying it changes nothing, since the inputs before it decide it again.
+//!
+//! Nothing here does I/O or reads a clock; decisions are data, and the same inputs always give
+//! the same state.
+
+mod candidates;
+mod lessons;
+mod pacing;
+mod preparation;
+mod requests;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use crate::analysis::AnalyzedBottleneck;
+use crate::journal::{Event, RunOutcome};
+use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Reference};
+use crate::ports::{
+    AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
+    RefinementContext, ReflexionContext,
+};
+use crate::search::{Beam, Pacing, SearchSettings};
+
+use candidates::{Evaluation, ProposalReply};
+use pacing::Pacer;
+pub use requests::PendingRequest;
+use requests::Requests;
+
+/// How many of the run's latest lessons an optimization prompt carries.
+pub const RECENT_LESSONS: usize = 5;
+
+/// What the search needs to know of the run's settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchConfig {
+    pub search: SearchSettings,
+    pub pacing: Pacing,
+    pub devices: Vec<DeviceId>,
+    /// Profile each kernel once, when it first becomes a parent.
+    pub profile_parents: bool,
+    /// Time PyTorch eager and torch.compile once per run.
+    pub time_references: bool,
+    /// How many more attempts a candidate that failed verification gets.
+    pub max_refinements: u32,
+    /// End the run when the best kernel's profile puts it at its roofline.
+    pub stop_at_roofline: bool,
+}
+
+/// What the Manager is to do. Requests carry the context their prompt is rendered from, as the
+/// state was when it decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Journal a record the state derived (it changes nothing when applied).
+    Record(Event),
+    Evaluate {
+        candidate: CandidateId,
+        parent: Option<CandidateId>,
+        round: u32,
+        device: DeviceId,
+        attempt: u32,
+        source: KernelSource,
+    },
+    Profile {
+        parent: RankedKernel,
+        device: DeviceId,
+        round: u32,
+    },
+    RequestAnalysis {
+        request_id: String,
+        context: AnalysisContext,
+    },
+    RequestProposal {
+        request_id: String,
+        context: ProposalContext,
+    },
+    RequestRefinement {
+        request_id: String,
+        context: RefinementContext,
+    },
+    RequestReflexion {
+        request_id: String,
+        context: ReflexionContext,
+    },
+    TimeReferences {
+        device: DeviceId,
+    },
+    /// best_kernel.py is to hold this kernel.
+    BestChanged(RankedKernel),
+    /// The search is over: the finale (a completed run with a best kernel) and the run's end.
+    Finish {
+        outcome: RunOutcome,
+        reason: String,
+        best: Option<RankedKernel>,
+        initial: Option<RankedKernel>,
+    },
+}
+
+/// Where a candidate stands.
+#[derive(Clone, Debug, PartialEq)]
+enum Phase {
+    /// Planned; its parent's profile or analysis is not there yet.
+    Waiting,
+    /// Its code (attempt 0) or a refinement of it is asked for.
+    Asking,
+    /// Its latest code is on a device.
+    Evaluating,
+    Resolved,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Candidate {
+    parent: Option<CandidateId>,
+    round: u32,
+    proposal_index: u32,
+    device: DeviceId,
+    /// 0 for the proposal's code, N for refinement N.
+    attempt: u32,
+    phase: Phase,
+    /// The code of each attempt, in order.
+    sources: Vec<KernelSource>,
+    /// The last verification failure, which a refinement is asked to fix.
+    failure: Option<String>,
+    /// Whether its device's worker already died once on it.
+    worker_died: bool,
+    launched_kernels: Vec<String>,
+    /// How its last evaluated attempt ended, for its reflexion's lesson.
+    outcome: Option<AttemptOutcome>,
+}
+
+impl Candidate {
+    fn source(&self) -> Option<&KernelSource> {
+        self.sources.last()
+    }
+}
+
+/// A parent's preparation: its profile and its analysis are asked for once per kernel, and the
+/// candidates planned from it wait for both.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Parent {
+    /// `Some(None)`: profiled without a result (failed or profiling off).
+    profile: Option<Option<ProfileSummary>>,
+    profiling: bool,
+    analysis: Option<Vec<AnalyzedBottleneck>>,
+    analysing: bool,
+    waiting: Vec<CandidateId>,
+    /// The round it first became a parent in: its profile and analysis are that round's.
+    round: u32,
+}
+
+/// A candidate that reached its end, for the pacer to count (and, for the initial kernel, to
+/// start the search from).
+#[derive(Clone, Debug, PartialEq)]
+struct Settled {
+    id: CandidateId,
+    round: u32,
+    resolution: Resolution,
+}
+
+/// How a candidate ended.
+#[derive(Clone, Debug, PartialEq)]
+enum Resolution {
+    Verified(RankedKernel, Provenance),
+    /// Evaluated and failed; `judged`: the verifier judged its output (only then refined).
+    Rejected {
+        source: KernelSource,
+        reason: String,
+        judged: bool,
+    },
+    /// Never evaluated: the proposal failed, had no code or its prompt could not be rendered.
+    Failed(String),
+    Duplicate(CandidateId),
+    /// The provider had nothing to propose (exhausted, or the budget stopped the request).
+    NotProposed,
+}
+
+/// Everything but the pacing: the pacer (rounds or steady) drives this.
+#[derive(Clone, Debug, PartialEq)]
+struct Core {
+    config: SearchConfig,
+    candidates: BTreeMap<CandidateId, Candidate>,
+    parents: BTreeMap<CandidateId, Parent>,
+    beam: Option<Beam>,
+    initial: Option<RankedKernel>,
+    profiling: bool,
+    lessons: VecDeque<Lesson>,
+    /// Why the latest failed attempt made from each parent failed; cleared by a verified one.
+    previous_errors: BTreeMap<CandidateId, String>,
+    reference: ReferenceTimes,
+    /// Each source evaluated, and the candidate that brought it first.
+    evaluated_sources: HashMap<KernelSource, CandidateId>,
+    /// Every verified kernel's time, for reflexions on a parent that has left the beam since.
+    verified_ms: BTreeMap<CandidateId, f64>,
+    /// Evaluations queued or running on each device.
+    device_load: BTreeMap<DeviceId, usize>,
+    /// Candidates planned whose first proposal is not answered yet.
+    asking: BTreeSet<CandidateId>,
+    /// Candidates that reached their end since the pacer last looked.
+    settled: VecDeque<Settled>,
+    requests: Requests,
+    exhausted: bool,
+    budget_reached: Option<String>,
+    /// Answers to requests for code, and the latest transport or server error of any request: a
+    /// first round in which no request for code was answered ends the run.
+    proposals_answered: u64,
+    llm_last_error: Option<String>,
+    best: Option<(CandidateId, f64)>,
+    finished: Option<(RunOutcome, String)>,
+}
+
+/// The search's state: the fold of the journal's records.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchState {
+    core: Core,
+    pacer: Pacer,
+}
+
+/// Decisions in the order they are made.
+type Out = Vec<Decision>;
+
+impl SearchState {
+    pub fn new(config: SearchConfig) -> Self {
+        let device_load = config.devices.iter().map(|device| (*device, 0)).collect();
+        let pacer = Pacer::new(&config);
+        SearchState {
+            core: Core {
+                profiling: config.profile_parents,
+                config,
+                candidates: BTreeMap::new(),
+                parents: BTreeMap::new(),
+                beam: None,
+                initial: None,
+                lessons: VecDeque::new(),
+                previous_errors: BTreeMap::new(),
+                reference: ReferenceTimes::default(),
+                evaluated_sources: HashMap::new(),
+                verified_ms: BTreeMap::new(),
+                device_load,
+                asking: BTreeSet::new(),
+                settled: VecDeque::new(),
+                requests: Requests::default(),
+                exhausted: false,
+                budget_reached: None,
+                proposals_answered: 0,
+                llm_last_error: None,
+                best: None,
+                finished: None,
+            },
+            pacer,
+        }
+    }
+
+    /// Folds a journal: each record applied in order, the decisions dropped (they were carried
+    /// out, or are to be taken again by whoever resumes).
+    pub fn rebuild<'a>(config: SearchConfig, events: impl IntoIterator<Item = &'a Event>) -> Self {
+        let mut state = SearchState::new(config);
+        for event in events {
+            state.apply(event);
+        }
+        state
+    }
+
+    /// Applies one record; what the search decides to do next comes back.
+    pub fn apply(&mut self, event: &Event) -> Vec<Decision> {
+        let mut out = Out::new();
+        let core = &mut self.core;
+        let pacer = &mut self.pacer;
+        match event {
+            Event::RunStarted { initial_source, .. } => core.start(initial_source, &mut out),
+            Event::ProposalReceived {
+                candidate,
+                request_id,
+                attempt,
+                device,
+                outcome,
+                truncated,
+                error,
+                code,
+                ..
+            } => {
+                core.requests.answered(request_id);
+                let reply = ProposalReply {
+                    attempt: *attempt,
+                    device: *device,
+                    outcome: *outcome,
+                    truncated: *truncated,
+                    error: error.clone().unwrap_or_default(),
+                    code: code.clone(),
+                };
+                core.proposal_received(*candidate, reply, &mut out);
+            }
+            Event::AnalysisReceived {
+                candidate,
+                request_id,
+                bottlenecks,
+                outcome,
+                error,
+                ..
+            } => {
+                core.requests.answered(request_id);
+                core.note_reply(*outcome, error.as_deref(), &mut out);
+                core.analysed(*candidate, bottlenecks.clone(), &mut out);
+            }
+            Event::ReflexionReceived {
+                candidate,
+                request_id,
+                lesson,
+                outcome,
+                error,
+                ..
+            } => {
+                core.requests.answered(request_id);
+                core.note_reply(*outcome, error.as_deref(), &mut out);
+                core.reflected(*candidate, lesson.as_deref());
+            }
+            Event::Evaluated {
+                candidate,
+                attempt,
+                outcome,
+                time_ms,
+                provenance,
+                reason,
+                launched_kernels,
+                ..
+            } => {
+                let result = Evaluation {
+                    attempt: *attempt,
+                    outcome: *outcome,
+                    time_ms: *time_ms,
+                    provenance: *provenance,
+                    reason: reason.clone().unwrap_or_default(),
+                    launched_kernels: launched_kernels.clone(),
+                };
+                core.evaluated(*candidate, result, &mut out);
+            }
+            Event::ProfileRecorded {
+                candidate,
+                bottleneck,
+                duration_ms,
+                analysis,
+                at_roofline,
+                details,
+                ..
+            } => {
+                let summary = ProfileSummary {
+                    bottleneck: bottleneck.clone(),
+                    analysis: analysis.clone(),
+                    duration_ms: *duration_ms,
+                    at_roofline: *at_roofline,
+                    details: details.clone(),
+                };
+                core.profiled(*candidate, Some(summary), &mut out);
+            }
+            Event::ProfileFailed {
+                candidate,
+                error,
+                unavailable,
+                ..
+            } => {
+                if *unavailable && core.profiling {
+                    core.profiling = false;
+                    out.push(Decision::Record(Event::ProfilingStopped {
+                        reason: error.clone(),
+                    }));
+                }
+                core.profiled(*candidate, None, &mut out);
+            }
+            Event::ReferenceTimed { which, time_ms, .. } => match which {
+                Reference::Eager => core.reference.eager_ms = *time_ms,
+                Reference::Compile => core.reference.compile_ms = *time_ms,
+            },
+            Event::Interrupted { signal } => core.finish(
+                RunOutcome::Interrupted,
+                format!("interrupted by {signal}"),
+                &mut out,
+            ),
+            Event::RunFinished {
+                outcome, reason, ..
+            } => {
+                core.finished
+                    .get_or_insert_with(|| (*outcome, reason.clone()));
+            }
+            _ => return out,
+        }
+        // What settled may plan more, and planning may settle more (a provider that ran dry):
+        // the pacer looks until nothing is left to look at.
+        loop {
+            while let Some(settled) = core.settled.pop_front() {
+                pacer.resolved(core, settled, &mut out);
+            }
+            pacer.advance(core, &mut out);
+            if core.settled.is_empty() {
+                return out;
+            }
+        }
+    }
+
+    /// Ends the search from outside the journal (the run directory cannot be written, so the
+    /// stop itself cannot be journaled).
+    pub fn stop(&mut self, outcome: RunOutcome, reason: String) -> Vec<Decision> {
+        let mut out = Out::new();
+        self.core.finish(outcome, reason, &mut out);
+        out
+    }
+
+    /// Whether the search is over (the Manager may still be waiting for replies and the finale).
+    pub fn finished(&self) -> Option<&(RunOutcome, String)> {
+        self.core.finished.as_ref()
+    }
+
+    /// The LLM requests sent and not answered, oldest first.
+    pub fn pending_requests(&self) -> Vec<&PendingRequest> {
+        self.core.requests.pending()
+    }
+
+    pub fn is_pending(&self, request_id: &str) -> bool {
+        self.core.requests.is_pending(request_id)
+    }
+
+    /// The `*_received` records that cancel every pending request, saying why.
+    pub fn cancellations(&self, why: &str) -> Vec<Event> {
+        self.core.requests.cancellations(why)
+    }
+
+    /// The device a candidate's code is evaluated on once its proposal is answered: the
+    /// planned one in rounds, the first free one in steady search.
+    pub fn device_for_answer(&self, candidate: CandidateId) -> DeviceId {
+        let planned = self
+            .core
+            .candidates
+            .get(&candidate)
+            .map_or(DeviceId(0), |c| c.device);
+        self.pacer.device_for_answer(&self.core, planned)
+    }
+
+    /// The parent and round of a candidate, for the records the Manager writes about it.
+    pub fn placement(
+        &self,
+        candidate: CandidateId,
+    ) -> Option<(Option<CandidateId>, u32, DeviceId)> {
+        let c = self.core.candidates.get(&candidate)?;
+        Some((c.parent, c.round, c.device))
+    }
+
+    pub fn best(&self) -> Option<RankedKernel> {
+        self.core.beam.as_ref().map(|beam| beam.best().clone())
+    }
+
+    pub fn beam(&self) -> Vec<RankedKernel> {
+        self.core
+            .beam
+            .as_ref()
+            .map(|beam| beam.members().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Whether a parent has a profile (the finale profiles a best kernel that has none).
+    pub fn has_profile(&self, candidate: CandidateId) -> bool {
+        self.core
+            .parents
+            .get(&candidate)
+            .is_some_and(|parent| matches!(parent.profile, Some(Some(_))))
+    }
+
+    pub fn profiling(&self) -> bool {
+        self.core.profiling
+    }
+}

@@ -1,0 +1,408 @@
+//! A candidate's way through the search: its code asked for and received, evaluated on its
+//! device, refined or resolved; and the run's end.
+
+use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
+use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel};
+use crate::ports::AttemptOutcome;
+use crate::search::{Beam, device_for};
+
+use super::{Candidate, Core, Decision, Out, Phase, Resolution, Settled};
+
+/// A proposal's (or a refinement's) reply, as its record says.
+pub(super) struct ProposalReply {
+    pub(super) attempt: u32,
+    pub(super) device: DeviceId,
+    pub(super) outcome: ReplyOutcome,
+    pub(super) truncated: bool,
+    pub(super) error: String,
+    pub(super) code: Option<String>,
+}
+
+/// An evaluation attempt's end, as its record says.
+pub(super) struct Evaluation {
+    pub(super) attempt: u32,
+    pub(super) outcome: EvaluationOutcome,
+    pub(super) time_ms: Option<f64>,
+    pub(super) provenance: Option<Provenance>,
+    pub(super) reason: String,
+    pub(super) launched_kernels: Vec<String>,
+}
+
+impl Core {
+    pub(super) fn start(&mut self, initial_source: &str, out: &mut Out) {
+        let id = CandidateId::INITIAL;
+        let device = device_for(id, &self.config.devices);
+        self.candidates.insert(
+            id,
+            Candidate {
+                parent: None,
+                round: 0,
+                proposal_index: 0,
+                device,
+                attempt: 0,
+                phase: Phase::Asking,
+                sources: Vec::new(),
+                failure: None,
+                worker_died: false,
+                launched_kernels: Vec::new(),
+                outcome: None,
+            },
+        );
+        self.take_code(id, KernelSource::new(initial_source), out);
+    }
+
+    /// Whether the provider can take no more requests for code.
+    pub(super) fn llm_closed(&self) -> bool {
+        self.exhausted || self.budget_reached.is_some()
+    }
+
+    /// What a reply that is not code (an analysis, a reflexion) means for the run.
+    pub(super) fn note_reply(&mut self, outcome: ReplyOutcome, error: Option<&str>, out: &mut Out) {
+        let error = error.unwrap_or_default().to_string();
+        match outcome {
+            ReplyOutcome::Exhausted => self.exhausted = true,
+            ReplyOutcome::Budget => {
+                self.budget_reached.get_or_insert(error);
+            }
+            ReplyOutcome::Refused => self.finish(
+                RunOutcome::Failed,
+                format!("the llm provider refused the credentials: {error}"),
+                out,
+            ),
+            ReplyOutcome::Failed => self.llm_last_error = Some(error),
+            _ => {}
+        }
+    }
+
+    /// Why the run must end after its first round: no request for code got an answer, and a
+    /// request failed in transport or with an error status (not exhaustion, not the budget).
+    pub(super) fn nothing_answered(&self) -> Option<String> {
+        if self.proposals_answered > 0 {
+            return None;
+        }
+        let error = self.llm_last_error.as_ref()?;
+        Some(format!("no LLM request succeeded: {error}"))
+    }
+
+    pub(super) fn proposal_received(
+        &mut self,
+        id: CandidateId,
+        reply: ProposalReply,
+        out: &mut Out,
+    ) {
+        let Some(candidate) = self.candidates.get_mut(&id) else {
+            return;
+        };
+        if candidate.phase != Phase::Asking || candidate.attempt != reply.attempt {
+            return;
+        }
+        candidate.device = reply.device;
+        if reply.attempt == 0 {
+            self.asking.remove(&id);
+        }
+        if self.finished.is_some() {
+            candidate.phase = Phase::Resolved;
+            return;
+        }
+        let refining = (reply.attempt > 0).then(|| {
+            (
+                candidate
+                    .source()
+                    .cloned()
+                    .unwrap_or_else(|| KernelSource::new("")),
+                candidate.failure.clone().unwrap_or_default(),
+            )
+        });
+        // A refinement that brings no new code ends the candidate with the failure it was asked
+        // to fix; a first proposal without code fails (or is not proposed) on its own.
+        let unrefined = |why: String| {
+            refining
+                .as_ref()
+                .map(|(failed, error)| Resolution::Rejected {
+                    source: failed.clone(),
+                    reason: format!("{error} (refinement {} {why})", reply.attempt),
+                    judged: false,
+                })
+        };
+        let cut = if reply.truncated {
+            " (the reply was cut at max_tokens)"
+        } else {
+            ""
+        };
+        let error = reply.error;
+        let resolution = match reply.outcome {
+            ReplyOutcome::Exhausted => {
+                self.exhausted = true;
+                unrefined("was not answered: the llm provider is exhausted".into())
+                    .unwrap_or(Resolution::NotProposed)
+            }
+            ReplyOutcome::Budget => {
+                let resolution =
+                    unrefined(format!("was not sent: {error}")).unwrap_or(Resolution::NotProposed);
+                self.budget_reached.get_or_insert(error);
+                resolution
+            }
+            ReplyOutcome::Refused => {
+                return self.finish(
+                    RunOutcome::Failed,
+                    format!("the llm provider refused the credentials: {error}"),
+                    out,
+                );
+            }
+            ReplyOutcome::Failed | ReplyOutcome::Cancelled => {
+                let resolution = unrefined(format!("failed: {error}"))
+                    .unwrap_or_else(|| Resolution::Failed(format!("the proposal failed: {error}")));
+                self.llm_last_error = Some(error);
+                resolution
+            }
+            ReplyOutcome::NotRendered => unrefined(format!("could not be rendered: {error}"))
+                .unwrap_or_else(|| {
+                    Resolution::Failed(format!("the prompt could not be rendered: {error}"))
+                }),
+            ReplyOutcome::NoCode | ReplyOutcome::Answered => {
+                self.proposals_answered += 1;
+                unrefined(format!(
+                    "had no python code block defining kernel_function{cut}"
+                ))
+                .unwrap_or_else(|| {
+                    Resolution::Failed(format!(
+                        "the reply has no python code block defining kernel_function{cut}"
+                    ))
+                })
+            }
+            ReplyOutcome::Code => {
+                self.proposals_answered += 1;
+                let code = KernelSource::new(reply.code.unwrap_or_default());
+                match self.evaluated_sources.get(&code).copied() {
+                    Some(original) if original == id => {
+                        unrefined("returned the code that failed".into())
+                            .unwrap_or(Resolution::Duplicate(original))
+                    }
+                    Some(original) => Resolution::Duplicate(original),
+                    None => return self.take_code(id, code, out),
+                }
+            }
+        };
+        self.resolve(id, resolution, out);
+    }
+
+    /// A candidate's new code goes to its device.
+    pub(super) fn take_code(&mut self, id: CandidateId, code: KernelSource, out: &mut Out) {
+        self.evaluated_sources.entry(code.clone()).or_insert(id);
+        let Some(candidate) = self.candidates.get_mut(&id) else {
+            return;
+        };
+        candidate.sources.push(code.clone());
+        candidate.phase = Phase::Evaluating;
+        *self.device_load.entry(candidate.device).or_insert(0) += 1;
+        out.push(Decision::Evaluate {
+            candidate: id,
+            parent: candidate.parent,
+            round: candidate.round,
+            device: candidate.device,
+            attempt: candidate.attempt,
+            source: code,
+        });
+    }
+
+    pub(super) fn evaluated(&mut self, id: CandidateId, result: Evaluation, out: &mut Out) {
+        let Some(candidate) = self.candidates.get_mut(&id) else {
+            return;
+        };
+        if candidate.phase != Phase::Evaluating || candidate.attempt != result.attempt {
+            return;
+        }
+        if let Some(load) = self.device_load.get_mut(&candidate.device) {
+            *load = load.saturating_sub(1);
+        }
+        let source = candidate
+            .source()
+            .cloned()
+            .unwrap_or_else(|| KernelSource::new(""));
+        if self.finished.is_some() {
+            candidate.phase = Phase::Resolved;
+            return;
+        }
+        let rejected = |reason: String, judged: bool| Resolution::Rejected {
+            source: source.clone(),
+            reason,
+            judged,
+        };
+        let resolution = match result.outcome {
+            EvaluationOutcome::WorkerDied if !candidate.worker_died => {
+                candidate.worker_died = true;
+                *self.device_load.entry(candidate.device).or_insert(0) += 1;
+                out.push(Decision::Evaluate {
+                    candidate: id,
+                    parent: candidate.parent,
+                    round: candidate.round,
+                    device: candidate.device,
+                    attempt: candidate.attempt,
+                    source,
+                });
+                return;
+            }
+            EvaluationOutcome::WorkerDied => rejected(
+                format!(
+                    "the worker of device {} died twice on this candidate",
+                    candidate.device
+                ),
+                false,
+            ),
+            EvaluationOutcome::Verified => {
+                candidate.launched_kernels = result.launched_kernels;
+                Resolution::Verified(
+                    RankedKernel {
+                        id,
+                        source,
+                        time_ms: result.time_ms.unwrap_or(f64::INFINITY),
+                        launched_kernels: candidate.launched_kernels.clone(),
+                    },
+                    result.provenance.unwrap_or(Provenance::Measured),
+                )
+            }
+            EvaluationOutcome::WrongOutput => rejected(result.reason, true),
+            EvaluationOutcome::Failed => rejected(result.reason, false),
+        };
+        self.resolve(id, resolution, out);
+    }
+
+    /// A candidate's end: refined when the verifier judged it and attempts are left, else
+    /// recorded, counted by the pacer and reflected on.
+    pub(super) fn resolve(&mut self, id: CandidateId, resolution: Resolution, out: &mut Out) {
+        if self.finished.is_some() {
+            return;
+        }
+        let Some(candidate) = self.candidates.get(&id).cloned() else {
+            return;
+        };
+        if let Resolution::Rejected {
+            source,
+            reason,
+            judged: true,
+        } = &resolution
+            && candidate.parent.is_some()
+            && candidate.attempt < self.config.max_refinements
+            && !self.llm_closed()
+        {
+            return self.refine(id, source.clone(), reason.clone(), out);
+        }
+        self.asking.remove(&id);
+        let outcome = match &resolution {
+            Resolution::Verified(kernel, _) => Some(AttemptOutcome::Verified {
+                time_ms: kernel.time_ms,
+            }),
+            Resolution::Rejected { reason, .. } => Some(AttemptOutcome::Failed {
+                reason: reason.clone(),
+            }),
+            _ => None,
+        };
+        if let Some(c) = self.candidates.get_mut(&id) {
+            c.phase = Phase::Resolved;
+            c.outcome = outcome;
+        }
+        self.record_finished(id, &candidate, &resolution, out);
+        if let Resolution::Verified(kernel, _) = &resolution {
+            self.verified_ms.insert(id, kernel.time_ms);
+            if self
+                .best
+                .is_none_or(|(_, best_ms)| kernel.time_ms < best_ms)
+            {
+                self.best = Some((id, kernel.time_ms));
+                out.push(Decision::BestChanged(kernel.clone()));
+            }
+        }
+        match (candidate.parent, &resolution) {
+            (None, _) => self.initial_resolved(&resolution, out),
+            (Some(parent), Resolution::Verified(..)) => {
+                self.previous_errors.remove(&parent);
+            }
+            (Some(parent), Resolution::Rejected { reason, .. } | Resolution::Failed(reason)) => {
+                self.previous_errors.insert(parent, reason.clone());
+            }
+            _ => {}
+        }
+        self.settled.push_back(Settled {
+            id,
+            round: candidate.round,
+            resolution,
+        });
+    }
+
+    pub(super) fn record_finished(
+        &self,
+        id: CandidateId,
+        candidate: &Candidate,
+        resolution: &Resolution,
+        out: &mut Out,
+    ) {
+        let (passed, time_ms, reason, duplicate_of, simulated) = match resolution {
+            Resolution::Verified(kernel, provenance) => (
+                true,
+                Some(kernel.time_ms),
+                None,
+                None,
+                *provenance == Provenance::Simulated,
+            ),
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
+                (false, None, Some(reason.clone()), None, false)
+            }
+            Resolution::Duplicate(of) => (
+                false,
+                None,
+                Some(format!("identical to candidate {of}")),
+                Some(*of),
+                false,
+            ),
+            Resolution::NotProposed => return,
+        };
+        out.push(Decision::Record(Event::CandidateFinished {
+            candidate: id,
+            parent: candidate.parent,
+            round: candidate.round,
+            device: candidate.device,
+            passed,
+            time_ms,
+            reason,
+            simulated,
+            duplicate_of,
+        }));
+    }
+
+    pub(super) fn initial_resolved(&mut self, resolution: &Resolution, out: &mut Out) {
+        match resolution {
+            Resolution::Verified(kernel, _) => {
+                self.initial = Some(kernel.clone());
+                self.beam = Some(Beam::new(
+                    kernel.clone(),
+                    self.config.search.num_top_kernels,
+                ));
+                if self.config.time_references {
+                    out.push(Decision::TimeReferences {
+                        device: device_for(CandidateId(1), &self.config.devices),
+                    });
+                }
+            }
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => self.finish(
+                RunOutcome::Failed,
+                format!("the initial kernel failed verification: {reason}"),
+                out,
+            ),
+            Resolution::Duplicate(_) | Resolution::NotProposed => {}
+        }
+    }
+
+    /// The end of the search, once: a completed run's finale follows.
+    pub(super) fn finish(&mut self, outcome: RunOutcome, reason: String, out: &mut Out) {
+        if self.finished.is_some() {
+            return;
+        }
+        self.finished = Some((outcome, reason.clone()));
+        out.push(Decision::Finish {
+            outcome,
+            reason,
+            best: self.beam.as_ref().map(|beam| beam.best().clone()),
+            initial: self.initial.clone(),
+        });
+    }
+}

@@ -1,0 +1,386 @@
+//! How the search is paced: in rounds (a round's N × M proposals go out together and the next
+//! round starts when the last of them is resolved) or steadily (up to max_inflight proposals are
+//! always being asked for, each candidate goes to the first free device when its code comes, and
+//! the beam takes each result as it arrives; rounds remain a numbering of N × M candidates).
+//! Two variants of one enum with the same four answers: what a settled candidate changes, what
+//! to plan next, which device takes an answer, and whether a lesson can still be used.
+
+use std::collections::BTreeMap;
+
+use crate::journal::{BeamMember, Event, RunOutcome};
+use crate::model::{CandidateId, DeviceId, RankedKernel};
+use crate::search::{Pacing, SearchKind, SteadyPlan, first_free_device, plan_round, virtual_round};
+
+use super::{Core, Decision, Out, Resolution, SearchConfig, Settled};
+
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Pacer {
+    Rounds(Rounds),
+    Steady(Steady),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Rounds {
+    next_id: u64,
+    round: Tally,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Steady {
+    max_inflight: usize,
+    plan: SteadyPlan,
+    /// Candidates planned and not resolved.
+    unresolved: usize,
+    /// The virtual rounds started and not finished, oldest first.
+    rounds: BTreeMap<u32, Tally>,
+    /// The best time when the latest virtual round finished, to tell whether the next improved.
+    best_at_round_end_ms: f64,
+    /// Why no more candidates are planned though the plan has more (greedy's patience ran out).
+    stopped: Option<String>,
+    started: bool,
+}
+
+/// One round's candidates and what became of them.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Tally {
+    number: u32,
+    /// Candidates of the round planned so far (steady search plans them one at a time).
+    planned: u32,
+    outstanding: usize,
+    results: Vec<RankedKernel>,
+    proposed: u32,
+    verified: u32,
+    failed: u32,
+    duplicates: u32,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    /// Counts a candidate that ended; the verified kernel itself goes to the beam elsewhere.
+    fn count(&mut self, id: CandidateId, resolution: &Resolution) {
+        self.outstanding = self.outstanding.saturating_sub(1);
+        match resolution {
+            Resolution::Verified(..) => {
+                self.proposed += 1;
+                self.verified += 1;
+            }
+            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
+                self.proposed += 1;
+                self.failed += 1;
+                self.failures.push(format!("{id}: {reason}"));
+            }
+            Resolution::Duplicate(_) => {
+                self.proposed += 1;
+                self.duplicates += 1;
+            }
+            Resolution::NotProposed => {}
+        }
+    }
+}
+
+impl Pacer {
+    pub(super) fn new(config: &SearchConfig) -> Self {
+        match config.pacing {
+            Pacing::Rounds => Pacer::Rounds(Rounds {
+                next_id: 1,
+                round: Tally::default(),
+            }),
+            Pacing::Steady { max_inflight } => Pacer::Steady(Steady {
+                max_inflight: max_inflight.max(1),
+                plan: SteadyPlan::new(config.search),
+                unresolved: 0,
+                rounds: BTreeMap::new(),
+                best_at_round_end_ms: f64::INFINITY,
+                stopped: None,
+                started: false,
+            }),
+        }
+    }
+
+    /// A candidate reached its end: reflect on it if a later prompt can use the lesson, count
+    /// it, and move the search on. The initial kernel's end starts the search.
+    pub(super) fn resolved(&mut self, core: &mut Core, settled: Settled, out: &mut Out) {
+        if settled.id == CandidateId::INITIAL {
+            if let Resolution::Verified(kernel, _) = &settled.resolution
+                && core.finished.is_none()
+            {
+                match self {
+                    Pacer::Rounds(rounds) => rounds.start_round(core, 1, out),
+                    Pacer::Steady(steady) => {
+                        steady.started = true;
+                        steady.best_at_round_end_ms = kernel.time_ms;
+                    }
+                }
+            }
+            return;
+        }
+        let lessons_used = self.lessons_still_used(core, settled.round);
+        core.reflect(settled.id, lessons_used, out);
+        match self {
+            Pacer::Rounds(rounds) => rounds.resolved(core, settled, out),
+            Pacer::Steady(steady) => steady.resolved(core, settled),
+        }
+    }
+
+    /// Plans what there is room for and ends the search when nothing is left (steady search;
+    /// rounds move on as their candidates settle).
+    pub(super) fn advance(&mut self, core: &mut Core, out: &mut Out) {
+        if let Pacer::Steady(steady) = self {
+            steady.advance(core, out);
+        }
+    }
+
+    /// The device a candidate's code goes to when its proposal is answered.
+    pub(super) fn device_for_answer(&self, core: &Core, planned: DeviceId) -> DeviceId {
+        match self {
+            Pacer::Rounds(_) => planned,
+            Pacer::Steady(_) => first_free_device(&core.device_load),
+        }
+    }
+
+    /// Whether a lesson drawn now could still reach a prompt: not after the last round's
+    /// proposals are all rendered (refinement prompts carry no lessons).
+    fn lessons_still_used(&self, core: &Core, round: u32) -> bool {
+        match self {
+            Pacer::Rounds(_) => round < core.config.search.max_rounds,
+            Pacer::Steady(steady) => {
+                !steady.plan.complete() || core.parents.values().any(|p| !p.waiting.is_empty())
+            }
+        }
+    }
+}
+
+/// The beam as it stands and a round's tally, at the end of a round (or a virtual one).
+fn record_round_end(core: &Core, round: &Tally, out: &mut Out) {
+    let Some(beam) = core.beam.as_ref() else {
+        return;
+    };
+    let best = beam.best();
+    out.push(Decision::Record(Event::BeamUpdated {
+        round: round.number,
+        beam: beam
+            .members()
+            .iter()
+            .map(|k| BeamMember {
+                candidate: k.id,
+                time_ms: k.time_ms,
+            })
+            .collect(),
+    }));
+    out.push(Decision::Record(Event::RoundFinished {
+        round: round.number,
+        proposed: round.proposed,
+        verified: round.verified,
+        failed: round.failed,
+        duplicates: round.duplicates,
+        failures: round.failures.clone(),
+        best_candidate: best.id,
+        best_ms: best.time_ms,
+    }));
+}
+
+/// Why the search stops now, if it does: the provider ran dry, the budget is spent, or greedy's
+/// patience ran out after `stale_rounds` rounds without a faster kernel.
+fn stop_reason(core: &Core, stale_rounds: u32) -> Option<String> {
+    let search = core.config.search;
+    if core.exhausted {
+        Some("the llm provider has no more proposals".to_string())
+    } else if let Some(reason) = core.budget_reached.clone() {
+        Some(reason)
+    } else if search.kind == SearchKind::Greedy
+        && search
+            .max_no_improvement
+            .is_some_and(|limit| stale_rounds >= limit)
+    {
+        Some(format!("no faster kernel in {stale_rounds} rounds"))
+    } else {
+        None
+    }
+}
+
+impl Rounds {
+    fn start_round(&mut self, core: &mut Core, number: u32, out: &mut Out) {
+        let parents: Vec<CandidateId> = core
+            .beam
+            .as_ref()
+            .map(|beam| beam.members().iter().map(|k| k.id).collect())
+            .unwrap_or_default();
+        let planned = plan_round(
+            self.next_id,
+            &parents,
+            &core.config.search,
+            &core.config.devices,
+        );
+        self.next_id += planned.len() as u64;
+        self.round = Tally {
+            number,
+            planned: planned.len() as u32,
+            outstanding: planned.len(),
+            ..Tally::default()
+        };
+        out.push(Decision::Record(Event::RoundStarted {
+            round: number,
+            parents: parents.clone(),
+        }));
+        for candidate in planned {
+            core.plan(candidate, number, out);
+        }
+        for parent in parents {
+            core.prepare_parent(parent, out);
+        }
+    }
+
+    fn resolved(&mut self, core: &mut Core, settled: Settled, out: &mut Out) {
+        if settled.round != self.round.number {
+            return;
+        }
+        self.round.count(settled.id, &settled.resolution);
+        if let Resolution::Verified(kernel, _) = settled.resolution {
+            self.round.results.push(kernel);
+        }
+        if self.round.outstanding == 0 && core.finished.is_none() {
+            self.finish_round(core, out);
+        }
+    }
+
+    fn finish_round(&mut self, core: &mut Core, out: &mut Out) {
+        let mut round = std::mem::take(&mut self.round);
+        let Some(beam) = core.beam.as_mut() else {
+            return;
+        };
+        beam.absorb(std::mem::take(&mut round.results));
+        let stale_rounds = beam.rounds_without_improvement();
+        record_round_end(core, &round, out);
+        if round.number == 1
+            && let Some(reason) = core.nothing_answered()
+        {
+            return core.finish(RunOutcome::Failed, reason, out);
+        }
+        let max_rounds = core.config.search.max_rounds;
+        let reason = stop_reason(core, stale_rounds).or_else(|| {
+            (round.number >= max_rounds).then(|| format!("max_rounds ({max_rounds}) reached"))
+        });
+        match reason {
+            Some(reason) => core.finish(RunOutcome::Completed, reason, out),
+            None => self.start_round(core, round.number + 1, out),
+        }
+    }
+}
+
+impl Steady {
+    fn resolved(&mut self, core: &mut Core, settled: Settled) {
+        self.unresolved = self.unresolved.saturating_sub(1);
+        if let Some(round) = self.rounds.get_mut(&settled.round) {
+            round.count(settled.id, &settled.resolution);
+        }
+        if let (Resolution::Verified(kernel, _), Some(beam)) =
+            (settled.resolution, core.beam.as_mut())
+        {
+            beam.admit(kernel);
+        }
+    }
+
+    /// Whether another candidate may be planned at all: the plan has more, the provider can
+    /// still propose, and nothing decided to stop.
+    fn can_plan(&self, core: &Core) -> bool {
+        self.started
+            && core.finished.is_none()
+            && !core.llm_closed()
+            && self.stopped.is_none()
+            && !self.plan.complete()
+    }
+
+    /// Whether there is room for another candidate now: fewer than max_inflight proposals are
+    /// being asked for, and fewer than max_inflight plus one per device are unresolved, so that a
+    /// fast LLM does not propose the whole run from the initial kernel while the devices work
+    /// through a queue.
+    fn has_room(&self, core: &Core) -> bool {
+        core.asking.len() < self.max_inflight
+            && self.unresolved < self.max_inflight + core.config.devices.len()
+    }
+
+    fn advance(&mut self, core: &mut Core, out: &mut Out) {
+        if !self.started || core.finished.is_some() {
+            return;
+        }
+        self.close_rounds(core, out);
+        while self.can_plan(core) && self.has_room(core) {
+            self.plan_one(core, out);
+        }
+        if core.finished.is_some() {
+            return;
+        }
+        self.close_rounds(core, out);
+        if core.finished.is_some() || self.unresolved > 0 || self.can_plan(core) {
+            return;
+        }
+        let reason = stop_reason(core, 0)
+            .or_else(|| self.stopped.clone())
+            .unwrap_or_else(|| format!("max_rounds ({}) reached", core.config.search.max_rounds));
+        core.finish(RunOutcome::Completed, reason, out);
+    }
+
+    fn plan_one(&mut self, core: &mut Core, out: &mut Out) {
+        let device = first_free_device(&core.device_load);
+        let parents: Vec<CandidateId> = core
+            .beam
+            .as_ref()
+            .map(|beam| beam.members().iter().map(|k| k.id).collect())
+            .unwrap_or_default();
+        let Some(planned) = self.plan.next(&parents, device) else {
+            return;
+        };
+        let round = virtual_round(planned.id, &core.config.search);
+        self.unresolved += 1;
+        let started = !self.rounds.contains_key(&round);
+        let tally = self.rounds.entry(round).or_insert_with(|| Tally {
+            number: round,
+            ..Tally::default()
+        });
+        tally.planned += 1;
+        tally.outstanding += 1;
+        if started {
+            out.push(Decision::Record(Event::RoundStarted { round, parents }));
+        }
+        core.plan(planned, round, out);
+        core.prepare_parent(planned.parent, out);
+    }
+
+    /// Finishes the oldest virtual rounds whose candidates are all planned (or will not be) and
+    /// resolved, in order, so that round_finished records come as in rounds mode.
+    fn close_rounds(&mut self, core: &mut Core, out: &mut Out) {
+        let per_round = core.config.search.candidates_per_round();
+        loop {
+            let can_plan = self.can_plan(core);
+            let Some(entry) = self.rounds.first_entry() else {
+                return;
+            };
+            let round = entry.get();
+            if round.outstanding > 0 || (round.planned < per_round && can_plan) {
+                return;
+            }
+            let round = entry.remove();
+            let Some(beam) = core.beam.as_mut() else {
+                return;
+            };
+            beam.end_round(self.best_at_round_end_ms);
+            self.best_at_round_end_ms = beam.best().time_ms;
+            let stale_rounds = beam.rounds_without_improvement();
+            let search = core.config.search;
+            if search.kind == SearchKind::Greedy
+                && search
+                    .max_no_improvement
+                    .is_some_and(|limit| stale_rounds >= limit)
+                && self.stopped.is_none()
+            {
+                self.stopped = Some(format!("no faster kernel in {stale_rounds} rounds"));
+            }
+            record_round_end(core, &round, out);
+            if round.number == 1
+                && let Some(reason) = core.nothing_answered()
+            {
+                return core.finish(RunOutcome::Failed, reason, out);
+            }
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! Candidates planned from a parent wait for its profile (when profiling is on) and its
+//! bottleneck analysis, each asked for once per kernel, the first time it becomes a parent; then
+//! their proposals go out, proposal i taking bottleneck i.
+
+use crate::analysis::AnalyzedBottleneck;
+use crate::journal::Event;
+use crate::model::CandidateId;
+use crate::ports::{AnalysisContext, ProfileSummary};
+use crate::search::{Pacing, PlannedCandidate, device_for};
+
+use super::{Candidate, Core, Decision, Out, Phase, Resolution};
+
+impl Core {
+    /// Numbers a candidate and sets it waiting for its parent.
+    pub(super) fn plan(&mut self, planned: PlannedCandidate, round: u32, out: &mut Out) {
+        self.candidates.insert(
+            planned.id,
+            Candidate {
+                parent: Some(planned.parent),
+                round,
+                proposal_index: planned.proposal_index,
+                device: planned.device,
+                attempt: 0,
+                phase: Phase::Waiting,
+                sources: Vec::new(),
+                failure: None,
+                worker_died: false,
+                launched_kernels: Vec::new(),
+                outcome: None,
+            },
+        );
+        self.asking.insert(planned.id);
+        out.push(Decision::Record(Event::CandidatePlanned {
+            candidate: planned.id,
+            parent: planned.parent,
+            round,
+            proposal_index: planned.proposal_index,
+            device: planned.device,
+        }));
+        let parent = self.parents.entry(planned.parent).or_default();
+        if parent.waiting.is_empty() && parent.profile.is_none() && parent.analysis.is_none() {
+            parent.round = round;
+        }
+        parent.waiting.push(planned.id);
+    }
+
+    /// Sends the proposals waiting for `parent` once it has its profile and analysis, at once
+    /// when it has them, else after asking for them (once: a parent being prepared is left to
+    /// the work in flight, which takes every candidate waiting for it when it is done).
+    pub(super) fn prepare_parent(&mut self, id: CandidateId, out: &mut Out) {
+        let llm_closed = self.llm_closed();
+        let profiling = self.profiling;
+        let parent = self.parents.entry(id).or_default();
+        let analysed = parent.analysis.is_some() || llm_closed;
+        let profiled = !profiling || parent.profile.is_some();
+        if analysed && profiled {
+            return self.propose_waiting(id, out);
+        }
+        if parent.profiling || parent.analysing {
+            return;
+        }
+        if profiled {
+            self.request_analysis(id, out);
+        } else {
+            parent.profiling = true;
+            let round = parent.round;
+            let device = device_for(id, &self.config.devices);
+            if let Some(kernel) = self.ranked(id) {
+                out.push(Decision::Profile {
+                    parent: kernel,
+                    device,
+                    round,
+                });
+            }
+        }
+    }
+
+    /// How many proposals a parent gets: those waiting for it in rounds; in steady search one
+    /// per bottleneck (its proposals cycle over them).
+    fn proposals_per_parent(&self, id: CandidateId) -> u32 {
+        match self.config.pacing {
+            Pacing::Rounds => self.parents.get(&id).map_or(0, |p| p.waiting.len()) as u32,
+            Pacing::Steady { .. } => self.config.search.num_bottlenecks,
+        }
+    }
+
+    /// A parent's profile came back (`None`: it failed, or profiling stopped).
+    pub(super) fn profiled(
+        &mut self,
+        id: CandidateId,
+        profile: Option<ProfileSummary>,
+        out: &mut Out,
+    ) {
+        let at_roofline = profile.as_ref().is_some_and(|p| p.at_roofline);
+        let parent = self.parents.entry(id).or_default();
+        parent.profiling = false;
+        parent.profile = Some(profile);
+        if self.finished.is_some() {
+            return;
+        }
+        let is_best = self.beam.as_ref().is_some_and(|beam| beam.best().id == id);
+        if self.config.stop_at_roofline && at_roofline && is_best {
+            let reason = format!("the best kernel (candidate {id}) is at the roofline");
+            return self.finish(crate::journal::RunOutcome::Completed, reason, out);
+        }
+        self.request_analysis(id, out);
+    }
+
+    /// A parent's bottlenecks are asked for once, when it first becomes a parent (after its
+    /// profile).
+    fn request_analysis(&mut self, id: CandidateId, out: &mut Out) {
+        if self.finished.is_some() {
+            return;
+        }
+        let requested = self.proposals_per_parent(id);
+        let llm_closed = self.llm_closed();
+        let Some(kernel) = self.ranked(id) else {
+            return;
+        };
+        let reference = self.reference;
+        let parent = self.parents.entry(id).or_default();
+        if parent.analysis.is_some() || llm_closed {
+            return self.propose_waiting(id, out);
+        }
+        parent.analysing = true;
+        let round = parent.round;
+        let request_id = format!("r{round}-c{id}-analysis");
+        let requested_record = Event::AnalysisRequested {
+            candidate: id,
+            round,
+            request_id: request_id.clone(),
+            requested,
+        };
+        let context = AnalysisContext {
+            candidate: id,
+            round,
+            source: kernel.source,
+            time_ms: kernel.time_ms,
+            reference,
+            profile: parent.profile.clone().flatten(),
+            num_bottlenecks: requested,
+        };
+        self.requests.asked(&requested_record, 0);
+        out.push(Decision::Record(requested_record));
+        out.push(Decision::RequestAnalysis {
+            request_id,
+            context,
+        });
+    }
+
+    /// A parent's analysis came back (an empty list when it failed or named none).
+    pub(super) fn analysed(
+        &mut self,
+        id: CandidateId,
+        bottlenecks: Vec<AnalyzedBottleneck>,
+        out: &mut Out,
+    ) {
+        let parent = self.parents.entry(id).or_default();
+        parent.analysing = false;
+        parent.analysis.get_or_insert(bottlenecks);
+        if self.finished.is_none() {
+            self.propose_waiting(id, out);
+        }
+    }
+
+    fn propose_waiting(&mut self, id: CandidateId, out: &mut Out) {
+        let proposals = self.proposals_per_parent(id);
+        let waiting = self
+            .parents
+            .get_mut(&id)
+            .map(|parent| std::mem::take(&mut parent.waiting))
+            .unwrap_or_default();
+        for candidate in waiting {
+            self.propose(candidate, proposals, out);
+        }
+    }
+
+    /// Asks for the code of one planned candidate; `proposals` is how many its parent gets.
+    fn propose(&mut self, id: CandidateId, proposals: u32, out: &mut Out) {
+        if self.finished.is_some() {
+            return;
+        }
+        if self.llm_closed() {
+            return self.resolve(id, Resolution::NotProposed, out);
+        }
+        let (Some(candidate), Some(context)) = (
+            self.candidates.get(&id).cloned(),
+            self.proposal_context(id, proposals),
+        ) else {
+            return;
+        };
+        if let Some(c) = self.candidates.get_mut(&id) {
+            c.phase = Phase::Asking;
+        }
+        let request_id = format!("r{}-c{id}", candidate.round);
+        self.request_code(id, &candidate, 0, request_id.clone(), out);
+        out.push(Decision::RequestProposal {
+            request_id,
+            context,
+        });
+    }
+}

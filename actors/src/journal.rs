@@ -44,6 +44,9 @@ pub enum RunOutcome {
     Failed,
     /// SIGINT or SIGTERM.
     Interrupted,
+    /// Nothing could be evaluated: the initial kernel's evaluator could not start (the
+    /// problem's inputs do not fit on the device, say). Exit 2, like a refusal before the run.
+    Refused,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

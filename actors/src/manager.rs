@@ -29,9 +29,9 @@ use crate::journal::{BeamMember, Event, RunOutcome};
 use crate::llm_broker::{LlmBroker, Propose};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Verdict};
 use crate::ports::{
-    AnalysisContext, AttemptOutcome, EvalJob, Lesson, LlmError, LlmReply, LlmRequest, ProfileError,
-    ProfileJob, ProfileSummary, PromptBuilder, ProposalContext, ReferenceTimes, RefinementContext,
-    ReflexionContext, RenderedPrompt, RequestKind,
+    AnalysisContext, AttemptOutcome, EvalError, EvalJob, Lesson, LlmError, LlmReply, LlmRequest,
+    ProfileError, ProfileJob, ProfileSummary, PromptBuilder, ProposalContext, ReferenceTimes,
+    RefinementContext, ReflexionContext, RenderedPrompt, RequestKind,
 };
 use crate::search::{
     Beam, Pacing, PlannedCandidate, SearchKind, SearchSettings, SteadyPlan, first_free_device,
@@ -174,6 +174,8 @@ pub struct Manager {
     beam: Option<Beam>,
     initial_ms: Option<f64>,
     initial: Option<RankedKernel>,
+    /// Why the initial kernel's evaluator could not start, when it could not.
+    initial_unevaluable: Option<String>,
     profiles: HashMap<CandidateId, Option<ProfileSummary>>,
     profiling: bool,
     /// Each parent's bottlenecks, asked for once; empty when the analysis named none.
@@ -224,6 +226,7 @@ impl Manager {
             beam: None,
             initial_ms: None,
             initial: None,
+            initial_unevaluable: None,
             profiles: HashMap::new(),
             profiling,
             analyses: HashMap::new(),
@@ -314,8 +317,25 @@ impl Manager {
         match result {
             Err(reason) => self.resolve(slot, Resolution::Failed(reason), ctx),
             Ok(Ok(evaluated)) => {
+                // A device whose evaluator cannot start (the problem's inputs do not fit, say)
+                // can evaluate nothing: before the initial kernel nothing was (exit 2), later
+                // the run cannot go on (exit 1).
+                let unstartable = match &evaluated.verify {
+                    Err(EvalError::Start(reason)) => Some(reason.clone()),
+                    _ => None,
+                };
+                let (initial, device) = (slot.id == CandidateId::INITIAL, slot.device);
+                if let (Some(reason), true) = (&unstartable, initial) {
+                    self.initial_unevaluable = Some(reason.clone());
+                }
                 let resolution = resolution_of(slot.id, &source, evaluated);
                 self.resolve(slot, resolution, ctx);
+                if let (Some(reason), false) = (unstartable, initial) {
+                    self.finish(
+                        RunOutcome::Failed,
+                        format!("the evaluator of device {device} could not start: {reason}"),
+                    );
+                }
             }
             Ok(Err(dead_worker)) => self.worker_died(slot, source, attempt, dead_worker, ctx),
         }
@@ -817,10 +837,16 @@ impl Manager {
                 }
             }
             Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
-                self.finish(
-                    RunOutcome::Failed,
-                    format!("the initial kernel failed verification: {reason}"),
-                );
+                match self.initial_unevaluable.take() {
+                    Some(reason) => self.finish(
+                        RunOutcome::Refused,
+                        format!("the initial kernel could not be evaluated: {reason}"),
+                    ),
+                    None => self.finish(
+                        RunOutcome::Failed,
+                        format!("the initial kernel failed verification: {reason}"),
+                    ),
+                }
             }
             Resolution::Duplicate(_) | Resolution::NotProposed => {
                 unreachable!("the initial kernel is always evaluated")

@@ -1334,7 +1334,9 @@ class Evaluator:
                 # A sticky device error shows here at the latest: the synchronize fails.
                 if is_poisoned_context_error(error) or not context_is_usable():
                     return failed_reply(error, fatal=True)
-                raise
+                # Whatever broke the audit itself was done to the evaluator's state.
+                checksums = []
+                changes = [f"the evaluator's own audit failed: {type(error).__name__}: {error}"]
             integrity = {"checksums": checksums, "audit_s": round(time.perf_counter() - started, 4)}
             if changes:
                 found = "; ".join(changes)
@@ -1385,35 +1387,54 @@ class Evaluator:
         return checksums, changes
 
     def snapshot(self):
-        """(sections for state_changes, thread ids, Python thread idents, child processes)."""
+        """(sections for state_changes, thread ids, Python thread idents, child processes).
+
+        A section that cannot be read (an attribute this Triton lacks) is recorded as such: the
+        same in every snapshot, it reports nothing, and it never fails a candidate.
+        """
         sections = {}
+
+        def add(label, additions_count, read):
+            try:
+                sections[label] = (additions_count, read())
+            except Exception as error:
+                sections[label] = (False, {"(unreadable)": ("value", type(error).__name__)})
+
         for label, namespace, callables_only, additions_count in self.namespaces:
-            sections[label] = (additions_count, namespace_keys(namespace, callables_only))
-        sections["evaluator state: "] = (
+            add(
+                label,
+                additions_count,
+                lambda namespace=namespace, callables_only=callables_only: namespace_keys(
+                    namespace, callables_only
+                ),
+            )
+        add(
+            "evaluator state: ",
             True,
-            {k: identity_key(v) for k, v in vars(self).items() if k not in self.VOLATILE},
+            lambda: {k: identity_key(v) for k, v in vars(self).items() if k not in self.VOLATILE},
         )
-        sections["evaluator data: "] = (False, self.data_keys())
-        sections["sys.modules entry "] = (
+        add("evaluator data: ", False, self.data_keys)
+        add(
+            "sys.modules entry ",
             False,
-            {
+            lambda: {
                 name: (id(module),)
                 for name, module in list(sys.modules.items())
                 if name in WATCHED_MODULES or name.split(".")[0] == "triton"
             },
         )
-        try:
-            driver = vars(triton.runtime.driver.active)
-        except Exception:
-            driver = {}
-        sections["triton's driver: "] = (True, {k: identity_key(v) for k, v in driver.items()})
+        add(
+            "triton's driver: ",
+            False,
+            lambda: {k: identity_key(v) for k, v in vars(triton.runtime.driver.active).items()},
+        )
         for name, kernel in (
             ("compare_blocks", compare_blocks),
             ("checksum_blocks", checksum_blocks),
         ):
-            sections[f"evaluator kernel {name}: "] = (False, kernel_keys(kernel))
-        sections["setting "] = (True, settings_snapshot())
-        sections["setting $"] = (True, {k: repr(v) for k, v in os.environ.items()})
+            add(f"evaluator kernel {name}: ", False, lambda kernel=kernel: kernel_keys(kernel))
+        add("setting ", True, settings_snapshot)
+        add("setting $", True, lambda: {k: repr(v) for k, v in os.environ.items()})
         return (
             sections,
             set(task_names()),
@@ -2226,6 +2247,8 @@ class Zygote:
                 os.close(self.requests_fd)
                 os.close(self.replies_fd)
                 prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                # Only the zygote needs to be out of reach of other processes.
+                prctl(PR_SET_DUMPABLE, 1)
                 if os.getppid() == zygote:
                     status = self.make_child(theirs)
             except BaseException:

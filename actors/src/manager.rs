@@ -176,6 +176,9 @@ pub struct Manager {
     initial: Option<RankedKernel>,
     /// Why the initial kernel's evaluator could not start, when it could not.
     initial_unevaluable: Option<String>,
+    /// Why a device's evaluator could not start again: the run cannot go on, whatever else
+    /// would have ended it.
+    evaluator_lost: Option<String>,
     profiles: HashMap<CandidateId, Option<ProfileSummary>>,
     profiling: bool,
     /// Each parent's bottlenecks, asked for once; empty when the analysis named none.
@@ -227,6 +230,7 @@ impl Manager {
             initial_ms: None,
             initial: None,
             initial_unevaluable: None,
+            evaluator_lost: None,
             profiles: HashMap::new(),
             profiling,
             analyses: HashMap::new(),
@@ -328,13 +332,15 @@ impl Manager {
                 if let (Some(reason), true) = (&unstartable, initial) {
                     self.initial_unevaluable = Some(reason.clone());
                 }
+                if let (Some(reason), false) = (&unstartable, initial) {
+                    self.evaluator_lost = Some(format!(
+                        "the evaluator of device {device} could not start: {reason}"
+                    ));
+                }
                 let resolution = resolution_of(slot.id, &source, evaluated);
                 self.resolve(slot, resolution, ctx);
-                if let (Some(reason), false) = (unstartable, initial) {
-                    self.finish(
-                        RunOutcome::Failed,
-                        format!("the evaluator of device {device} could not start: {reason}"),
-                    );
+                if let Some(reason) = self.evaluator_lost.clone() {
+                    self.finish(RunOutcome::Failed, reason);
                 }
             }
             Ok(Err(dead_worker)) => self.worker_died(slot, source, attempt, dead_worker, ctx),
@@ -1414,6 +1420,10 @@ impl Manager {
         if self.finished {
             return;
         }
+        let (outcome, reason) = match &self.evaluator_lost {
+            Some(lost) if outcome == RunOutcome::Completed => (RunOutcome::Failed, lost.clone()),
+            _ => (outcome, reason),
+        };
         self.finished = true;
         let best = self.beam.as_ref().map(|beam| beam.best().clone());
         let done = RunDone {

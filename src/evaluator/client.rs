@@ -251,7 +251,7 @@ impl PythonEvaluator {
             None => false,
         };
         let reply = match received {
-            Received::Reply(reply) => reply,
+            Received::Reply(reply) => *reply,
             Received::Gone => return Err(self.lost_child(expired, deadline).await),
             Received::Broken(error) => {
                 self.session = None;
@@ -309,7 +309,7 @@ impl PythonEvaluator {
             };
             tracing::info!(device = %self.device, "evaluator reply: {line}");
             match parse_incoming(&line, request) {
-                Ok(Incoming::Reply(reply)) => return Received::Reply(reply),
+                Ok(Incoming::Reply(reply)) => return Received::Reply(Box::new(reply)),
                 Ok(Incoming::Started(Startup::Ready(ready))) => {
                     self.unreported_start = serde_json::to_value(&*ready).ok();
                     session.ready = *ready;
@@ -529,7 +529,7 @@ fn timing_of(outcome: ReplyOutcome) -> Result<Timing, EvalError> {
 
 /// How waiting for a reply ended.
 enum Received {
-    Reply(Reply),
+    Reply(Box<Reply>),
     /// The evaluator exited or closed its reply pipe (or the deadline killed it).
     Gone,
     /// A line that is not what the protocol allows.

@@ -2082,6 +2082,24 @@ class Child:
             time.sleep(0.01)
         return describe_status(self.status) if self.status is not None else None
 
+    def next_line(self):
+        """Its next line, or None once it exited or closed its end (what it wrote before is
+        read first). A line over the limit raises EvaluatorError."""
+        self.connection.setblocking(False)
+        while True:
+            line = self.reader.line()
+            if line is not None:
+                return line
+            if self.reader.closed or self.exited():
+                self.drain()
+                if not self.reader.has_line():
+                    return None
+                continue
+            watched = [self.connection.fileno()] + ([self.pidfd] if self.pidfd else [])
+            readable, _, _ = select.select(watched, [], [], None if self.pidfd else 0.2)
+            if self.connection.fileno() in readable:
+                self.reader.read_some()
+
     def drain(self):
         """Reads what it wrote before it exited (a descendant may hold its end open: no wait)."""
         self.connection.setblocking(False)
@@ -2203,27 +2221,16 @@ class Zygote:
     def await_reply(self, request_id):
         """("reply" or "restarting", the reply line), ("broke", an excerpt of what it wrote
         instead) or ("died", how)."""
-        child = self.child
-        child.connection.setblocking(False)
-        while True:
-            try:
-                line = child.reader.line()
-            except EvaluatorError as error:
-                return "broke", str(error)
-            if line is not None:
-                message = json_object(line)
-                if message.get("type") != "reply" or message.get("id") != request_id:
-                    return "broke", excerpt(line)
-                return ("restarting" if message.get("restarting") is True else "reply"), line
-            if child.reader.closed or child.exited():
-                child.drain()
-                if not child.reader.has_line():
-                    return "died", child.exit_status(1.0) or "it closed its end of the channel"
-                continue
-            watched = [child.connection.fileno()] + ([child.pidfd] if child.pidfd else [])
-            readable, _, _ = select.select(watched, [], [], None if child.pidfd else 0.2)
-            if child.connection.fileno() in readable:
-                child.reader.read_some()
+        try:
+            line = self.child.next_line()
+        except EvaluatorError as error:
+            return "broke", str(error)
+        if line is None:
+            return "died", self.child.exit_status(1.0) or "it closed its end of the channel"
+        message = json_object(line)
+        if message.get("type") != "reply" or message.get("id") != request_id:
+            return "broke", excerpt(line)
+        return ("restarting" if message.get("restarting") is True else "reply"), line
 
     def restart(self, why):
         self.note(f"child {self.generation} ends ({why}); forking a fresh one")
@@ -2273,31 +2280,17 @@ class Zygote:
 
     def first_line(self):
         """(the child's ready or startup_failed message, None) or (None, what went wrong)."""
-        child = self.child
-        child.connection.setblocking(False)
-        while True:
-            try:
-                line = child.reader.line()
-            except EvaluatorError as error:
-                return None, f"the evaluator child's first line is too long: {error}"
-            if line is not None:
-                message = json_object(line)
-                if message.get("type") in ("ready", "startup_failed"):
-                    return message, None
-                return (
-                    None,
-                    f"the evaluator child's first line is not its ready message: {excerpt(line)}",
-                )
-            if child.reader.closed or child.exited():
-                child.drain()
-                if not child.reader.has_line():
-                    status = child.exit_status(1.0) or "it closed its end of the channel"
-                    return None, f"the evaluator child exited before it was ready ({status})"
-                continue
-            watched = [child.connection.fileno()] + ([child.pidfd] if child.pidfd else [])
-            readable, _, _ = select.select(watched, [], [], None if child.pidfd else 0.2)
-            if child.connection.fileno() in readable:
-                child.reader.read_some()
+        try:
+            line = self.child.next_line()
+        except EvaluatorError as error:
+            return None, f"the evaluator child's first line is too long: {error}"
+        if line is None:
+            status = self.child.exit_status(1.0) or "it closed its end of the channel"
+            return None, f"the evaluator child exited before it was ready ({status})"
+        message = json_object(line)
+        if message.get("type") in ("ready", "startup_failed"):
+            return message, None
+        return None, f"the evaluator child's first line is not its ready message: {excerpt(line)}"
 
     def stop_child(self):
         """Kills the child and every process descended from it, and reaps them all."""

@@ -59,14 +59,23 @@ class Evaluator:
         os.close(requests_read)
         os.close(replies_write)
         self.requests = os.fdopen(requests_write, "w")
-        self.replies = os.fdopen(replies_read, "r")
+        # Read raw, not through a buffered file: select() cannot see lines already buffered.
+        self.replies = replies_read
+        self.pending = b""
         self.next_id = 0
         self.readies = [self.line(600)]
 
     def line(self, timeout):
-        ready, _, _ = select.select([self.replies], [], [], timeout)
-        text = self.replies.readline() if ready else ""
-        return json.loads(text) if text else {"type": "lost", "error": "no line"}
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.replies], [], [], max(left, 0))
+            chunk = os.read(self.replies, 1 << 16) if ready else b""
+            if not chunk:
+                return {"type": "lost", "error": "no line"}
+            self.pending += chunk
+        text, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(text)
 
     def ask(self, request, timeout=300):
         self.next_id += 1

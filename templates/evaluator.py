@@ -1032,6 +1032,15 @@ def settings_snapshot():
     return values
 
 
+def torch_owned(thread):
+    """Whether a Python thread runs torch's own code (torch.compile's worker pool keeps threads
+    that come and go after a reference was timed)."""
+    target = getattr(thread, "_target", None) or getattr(thread, "function", None)
+    return getattr(target, "__module__", None) is not None and (
+        target.__module__ == "torch" or target.__module__.startswith("torch.")
+    )
+
+
 def task_names():
     """{thread id: name} of this process's threads, as the kernel lists them."""
     names = {}
@@ -1475,15 +1484,20 @@ class Evaluator:
     def left_running(self, tasks, threads, children):
         """Threads and processes that the candidate started and left running."""
         found = []
-        python = [t for t in threading.enumerate() if t.ident not in threads]
+        python = [t for t in threading.enumerate() if t.ident not in threads and not torch_owned(t)]
         if python:
             found.append(f"it left Python threads running: {', '.join(t.name for t in python)}")
         python_ids = {str(t.native_id) for t in python}
+        torch_ids = {str(t.native_id) for t in threading.enumerate() if torch_owned(t)}
         native = {
             task: name
             for task, name in task_names().items()
-            # The CUDA driver starts helper threads of its own (cuda-EvtHandlr and others).
-            if task not in tasks and task not in python_ids and not name.startswith("cuda")
+            # The CUDA driver and torch's C++ start helper threads of their own (cuda-EvtHandlr,
+            # pt_autograd_0 and others).
+            if task not in tasks
+            and task not in python_ids
+            and task not in torch_ids
+            and not name.startswith(("cuda", "pt_"))
         }
         if native:
             found.append(f"it left threads running: {', '.join(sorted(native.values()))}")

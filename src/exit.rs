@@ -20,5 +20,6 @@ pub fn of_outcome(outcome: RunOutcome) -> i32 {
         RunOutcome::Completed => SUCCESS,
         RunOutcome::Failed => RUN_FAILED,
         RunOutcome::Interrupted => INTERRUPTED,
+        RunOutcome::Refused => USAGE,
     }
 }

@@ -378,5 +378,6 @@ fn outcome_word(outcome: &actors::journal::RunOutcome) -> &'static str {
         actors::journal::RunOutcome::Completed => "run completed",
         actors::journal::RunOutcome::Failed => "run failed",
         actors::journal::RunOutcome::Interrupted => "run interrupted",
+        actors::journal::RunOutcome::Refused => "run refused",
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::write_executable;
+use support::{is_running, write_executable};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -53,6 +53,22 @@ impl Node {
         )
         .unwrap();
         Node { dir }
+    }
+
+    /// One device and room for eight candidates in one round, none refined: the candidates run
+    /// in name order on the same evaluator.
+    fn on_one_device(self) -> Node {
+        std::fs::write(
+            self.dir.path().join("standin.yaml"),
+            "platform: nvidia\nprovider: replay\nnum_workers: 1\ntest_timeout_s: 5\nkill_grace_s: 0.3\nmax_rounds: 1\nmax_refinements: 0\nmax_inflight: 1\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+        )
+        .unwrap();
+        self
+    }
+
+    fn with_problem(self, text: &str) -> Node {
+        std::fs::write(self.dir.path().join("kernel/problem.py"), text).unwrap();
+        self
     }
 
     fn run(&self) -> (std::process::Output, PathBuf) {
@@ -268,6 +284,154 @@ fn each_worker_pins_its_evaluator_to_its_own_gpu() {
                 .is_file()
         );
     }
+}
+
+#[test]
+fn a_candidate_that_tampers_is_rejected_as_such_and_costs_no_other_candidate_anything() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let orphan = format!(
+        "# standin: orphan pidfile={}\ndef kernel_function(x):\n    return x + 5\n",
+        pidfile.path().display()
+    );
+    let node = Node::new(&[
+        (
+            "01_tamper.py",
+            "# standin: tamper what=draw 0 reference 0 changed (its GPU checksum differs)\ndef kernel_function(x):\n    return x + 1\n",
+        ),
+        (
+            "02_honest.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "03_forges_the_audit.py",
+            "# standin: forge_checksums\ndef kernel_function(x):\n    return x + 2\n",
+        ),
+        (
+            "04_writes_the_channel.py",
+            "# standin: write_channel\ndef kernel_function(x):\n    return x + 3\n",
+        ),
+        ("05_orphan.py", orphan.as_str()),
+        (
+            "06_honest_again.py",
+            "# standin: pass time_ms=1.5\n# the same kernel, proposed again\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+    ])
+    .on_one_device();
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records = journal(&run);
+    let reason = |candidate: u64| {
+        finished(&records, candidate)["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        reason(1).contains(
+            "tampered with the evaluator's state: draw 0 reference 0 changed (its GPU checksum differs)"
+        ),
+        "{}",
+        reason(1)
+    );
+    assert!(
+        reason(3).contains(
+            "tampered with the evaluator's state: draw 0 reference 0 changed (kactors compared"
+        ),
+        "{}",
+        reason(3)
+    );
+    assert!(
+        reason(4).contains(
+            "tampered with the evaluator's state: it wrote into the evaluator's reply channel"
+        ),
+        "{}",
+        reason(4)
+    );
+    assert!(reason(5).contains("left a process"), "{}", reason(5));
+    let orphan_pid: i32 = std::fs::read_to_string(pidfile.path())
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !is_running(orphan_pid),
+        "the zygote ended the process the candidate left behind"
+    );
+    for honest in [2, 6] {
+        assert_eq!(
+            finished(&records, honest)["passed"],
+            true,
+            "candidate {honest}: {}",
+            reason(honest)
+        );
+        assert_eq!(finished(&records, honest)["time_ms"], 1.5);
+    }
+    // A fresh child after candidates 1, 4 and 5 (generations 1, 2, 3 of the zygote); after 3,
+    // whose child's own audit was not to be trusted, a whole new evaluator (generation 0).
+    let generations: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "evaluator_started")
+        .map(|r| r["ready"]["generation"].as_u64().unwrap())
+        .collect();
+    assert!(generations.len() >= 4, "{generations:?}");
+    assert!(generations.contains(&1), "{generations:?}");
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains(
+            "Tampered with the evaluator's state (rejected; the evaluator restarted): candidates 1, 3, 4."
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn inputs_that_fit_only_twice_keep_two_draws_and_the_journal_says_so() {
+    let node = Node::new(&[(
+        "01.py",
+        "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+    )])
+    .with_problem("# standin: draws=2\nclass Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n");
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let started = journal(&run)
+        .into_iter()
+        .find(|r| r["type"] == "evaluator_started")
+        .unwrap();
+    assert_eq!(started["ready"]["draws"], 2);
+    assert_eq!(started["ready"]["seeds"], 3);
+    assert!(started["ready"]["memory"]["needed_bytes"].is_array());
+}
+
+#[test]
+fn inputs_that_do_not_fit_twice_refuse_the_run_with_exit_2() {
+    let node = Node::new(&[(
+        "01.py",
+        "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+    )])
+    .with_problem("# standin: no_fit\nclass Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n");
+    let (output, run) = node.run();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "the problem's inputs do not fit on Stand-in GPU: 30.0 GiB needed, 20.0 GiB free"
+        ),
+        "{stderr}"
+    );
+    let records = journal(&run);
+    let last = records.last().unwrap();
+    assert_eq!(last["type"], "run_finished");
+    assert_eq!(last["outcome"], "refused");
 }
 
 /// Issue 10: a KernelAgent kernel directory has no candidates/ folder; with the replay provider

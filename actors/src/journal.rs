@@ -55,6 +55,9 @@ pub enum EvaluationOutcome {
     Failed,
     /// The device's worker died while evaluating it; the Supervisor restarted it (or could not).
     WorkerDied,
+    /// The device's evaluator could not start (the problem's inputs do not fit, say): it can
+    /// evaluate nothing.
+    Unstartable,
 }
 
 /// The steps that occupy a device; their start and end records give each device's busy time.
@@ -90,6 +93,9 @@ pub enum RunOutcome {
     Failed,
     /// SIGINT or SIGTERM.
     Interrupted,
+    /// Nothing could be evaluated: the initial kernel's evaluator could not start (the
+    /// problem's inputs do not fit on the device, say). Exit 2, like a refusal before the run.
+    Refused,
 }
 
 /// A reply kept beside the candidate: its file (relative to the run directory) and the SHA-256

@@ -64,6 +64,16 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
+/// The words that start the reason of a candidate caught changing the evaluator's state
+/// (issue 11): replacing a function it uses, writing into its references, leaving a thread. The
+/// report counts the candidates whose reason carries them.
+pub const TAMPERED: &str = "tampered with the evaluator's state";
+
+/// Whether a failed candidate's reason says it tampered with the evaluator's state.
+pub fn is_tampering(reason: &str) -> bool {
+    reason.contains(TAMPERED)
+}
+
 /// The outcome of checking a candidate against the PyTorch reference.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use crate::journal::{Event, JournalRecord, RunOutcome, Step};
-use crate::model::{CandidateId, DeviceId, Reference};
+use crate::model::{CandidateId, DeviceId, Reference, is_tampering};
 
 #[derive(Clone, Debug, Default)]
 struct RoundRow {
@@ -56,6 +56,8 @@ pub struct RunSummary {
     devices: BTreeMap<DeviceId, DeviceTime>,
     outcome: Option<(RunOutcome, String)>,
     best: Option<(CandidateId, f64)>,
+    /// Candidates rejected for tampering with the evaluator's state, in journal order.
+    tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
     profiling_note: Option<String>,
 }
@@ -161,6 +163,14 @@ impl RunSummary {
                 ..
             } if *candidate == CandidateId::INITIAL => {
                 self.initial_ms = Some(*ms);
+            }
+            Event::CandidateFinished {
+                candidate,
+                passed: false,
+                reason: Some(reason),
+                ..
+            } if is_tampering(reason) => {
+                self.tampering.push(*candidate);
             }
             Event::RoundFinished {
                 round,
@@ -316,6 +326,7 @@ impl RunSummary {
                 RunOutcome::Completed => "completed",
                 RunOutcome::Failed => "failed",
                 RunOutcome::Interrupted => "interrupted",
+                RunOutcome::Refused => "refused",
             };
             let _ = writeln!(
                 out,
@@ -355,6 +366,14 @@ impl RunSummary {
                 out,
                 "| {round} | {} | {} | {} | {} | {best} | {speedup} | {vs_eager} | {vs_compile} | {failures} |",
                 row.proposed, row.verified, row.failed, row.duplicates
+            );
+        }
+        if !self.tampering.is_empty() {
+            let ids: Vec<String> = self.tampering.iter().map(ToString::to_string).collect();
+            let _ = writeln!(
+                out,
+                "\nTampered with the evaluator's state (rejected; the evaluator restarted): candidates {}.",
+                ids.join(", ")
             );
         }
         let _ = writeln!(out, "\n## Best kernel\n");
@@ -564,6 +583,45 @@ mod tests {
         );
         assert!(
             report.contains("| 2 | 1.2500 | 1.0000 | 25.0% | **flagged: more than 10% apart** |"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn the_report_names_the_candidates_that_tampered_not_those_that_were_wrong() {
+        let failed = |candidate: u64, reason: &str| Event::CandidateFinished {
+            candidate: CandidateId(candidate),
+            parent: Some(CandidateId::INITIAL),
+            round: 1,
+            device: DeviceId(0),
+            passed: false,
+            time_ms: None,
+            reason: Some(reason.into()),
+            simulated: false,
+            duplicate_of: None,
+        };
+        let mut summary = RunSummary::default();
+        for event in [
+            failed(
+                2,
+                "verification failed: 2048 of 2048 output elements exceed atol=0.01",
+            ),
+            failed(
+                3,
+                "verification failed: tampered with the evaluator's state: torch.allclose was replaced",
+            ),
+            failed(
+                5,
+                "timing failed: evaluator rejected the request: tampered with the evaluator's state: it left Python threads running: Thread-1",
+            ),
+        ] {
+            summary.observe(&record(event));
+        }
+        let report = summary.render_markdown();
+        assert!(
+            report.contains(
+                "Tampered with the evaluator's state (rejected; the evaluator restarted): candidates 3, 5."
+            ),
             "{report}"
         );
     }

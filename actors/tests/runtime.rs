@@ -179,6 +179,12 @@ impl DeviceEvaluator for FakeEvaluator {
                     reason: "an illegal memory access was encountered".into(),
                 });
             }
+            if job.source.text().contains("# no_room") {
+                return Err(EvalError::Start(
+                    "the problem's inputs do not fit on Fake GPU: 30.0 GiB needed, 20.0 GiB free"
+                        .into(),
+                ));
+            }
             Ok(VerifyOutcome {
                 verdict: judge(&job.source).0,
                 provenance: Provenance::Measured,
@@ -718,6 +724,41 @@ fn an_initial_kernel_that_fails_verification_fails_the_run() {
     assert_eq!(
         result.reason,
         "the initial kernel failed verification: verification failed: wrong output"
+    );
+}
+
+#[test]
+fn an_initial_kernel_whose_evaluator_cannot_start_refuses_the_run() {
+    let (result, _) = run(Scenario {
+        devices: 1,
+        search: beam(1, 1, 1),
+        initial: "# no_room",
+        answers: vec![],
+        panicking_device: None,
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Refused);
+    assert_eq!(
+        result.reason,
+        "the initial kernel could not be evaluated: the problem's inputs do not fit on Fake GPU: 30.0 GiB needed, 20.0 GiB free"
+    );
+}
+
+#[test]
+fn a_device_whose_evaluator_cannot_start_again_stops_the_run() {
+    let answers = vec![(now(), Ok("def kernel_function(): pass # no_room"))];
+    let (result, _) = run(Scenario {
+        devices: 1,
+        search: beam(1, 1, 1),
+        initial: "# ms=8",
+        answers,
+        panicking_device: None,
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Failed);
+    assert_eq!(
+        result.reason,
+        "the evaluator of device 0 could not start: the problem's inputs do not fit on Fake GPU: 30.0 GiB needed, 20.0 GiB free"
     );
 }
 

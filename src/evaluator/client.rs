@@ -8,15 +8,17 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
-use actors::model::{DeviceId, Provenance, Reference, TimeOutcome, Timing, Verdict, VerifyOutcome};
+use actors::model::{
+    DeviceId, Provenance, Reference, TAMPERED, TimeOutcome, Timing, Verdict, VerifyOutcome,
+};
 use actors::ports::{
     DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, GroupId, LocalFuture, UserTestOutcome,
 };
 use actors::watchdog::WatchdogClient;
 
 use super::protocol::{
-    EvaluatorConfig, Ready, ReferenceKind, Reply, ReplyOutcome, Request, Startup,
-    TimeOutcome as TimedReply, parse_reply, parse_startup,
+    EvaluatorConfig, Incoming, Ready, ReferenceKind, Reply, ReplyOutcome, Request, StartIntegrity,
+    Startup, TimeOutcome as TimedReply, parse_incoming, parse_startup,
 };
 use crate::process::{
     ChildSpec, ProtocolPipes, RunningChild, child_environment, spawn, terminate_with_grace,
@@ -212,6 +214,8 @@ impl PythonEvaluator {
     }
 
     /// Sends the request `make` builds (given its id) and waits for the reply under `deadline`.
+    /// A fresh child's `ready` may come first (the zygote replaced the child after the previous
+    /// reply): it replaces the session's, checksums included.
     async fn call(
         &mut self,
         make: impl FnOnce(u64) -> Request,
@@ -226,53 +230,62 @@ impl PythonEvaluator {
         let label = self.label();
         let request = make(self.next_id);
         self.next_id += 1;
-        let Session { child, pipes, .. } = self.session.as_mut().expect("started above");
-        let group = GroupId(child.group().id().as_raw());
+        let session = self.session.as_mut().expect("started above");
+        let group = GroupId(session.child.group().id().as_raw());
         let watch = self.watchdog.watch(group, deadline, label).await;
         let request_line = request.to_line();
         tracing::info!(device = %self.device, "evaluator request: {}", request_line.trim_end());
-        let line = match pipes.requests.send_line(request_line.trim_end()).await {
-            Ok(()) => tokio::select! {
-                line = pipes.replies.recv_line() => line.ok().flatten(),
-                _ = child.wait() => None,
-            },
-            Err(_) => None,
+        let sent = session
+            .pipes
+            .requests
+            .send_line(request_line.trim_end())
+            .await
+            .is_ok();
+        let received = if sent {
+            self.receive_reply(&request).await
+        } else {
+            Received::Gone
         };
         let expired = match watch {
             Some(watch) => self.watchdog.release(watch).await,
             None => false,
         };
-        let Some(line) = line else {
-            // Dropping the session kills what is left of the child's group.
-            let mut session = self.session.take().expect("started above");
-            let status = tokio::time::timeout(Duration::from_millis(200), session.child.wait())
-                .await
-                .ok()
-                .and_then(Result::ok);
-            drop(session);
-            if expired {
-                return Err(EvalError::TimedOut(deadline));
+        let reply = match received {
+            Received::Reply(reply) => *reply,
+            Received::Gone => return Err(self.lost_child(expired, deadline).await),
+            Received::Broken(error) => {
+                self.session = None;
+                return Err(EvalError::Crashed {
+                    reason: format!("the evaluator broke the protocol: {error}"),
+                });
             }
-            tracing::warn!(device = %self.device, "the evaluator died; the end of its log:\n{}", log_tail(&self.log_path()));
-            let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
-            return Err(EvalError::Crashed {
-                reason: format!(
-                    "the evaluator died without answering{status}; see {}",
-                    self.log_path().display()
-                ),
-            });
+            Received::StartFailed(error) => {
+                self.session = None;
+                self.startup_failure = Some(error.clone());
+                return Err(EvalError::Start(format!(
+                    "the evaluator's fresh child could not start: {error}"
+                )));
+            }
         };
-        tracing::info!(device = %self.device, "evaluator reply: {line}");
-        let reply: Reply = parse_reply(&line, &request).map_err(|error| {
+        let expected = self
+            .session
+            .as_ref()
+            .and_then(|s| s.ready.integrity.as_ref());
+        if let Some(breach) = integrity_breach(expected, &request, &reply) {
+            // The child's own audit missed it: it cannot be trusted to go on.
+            tracing::warn!(device = %self.device, "{TAMPERED}: {breach}");
             self.session = None;
-            EvalError::Crashed {
-                reason: format!("the evaluator broke the protocol: {error}"),
-            }
-        })?;
+            return Ok(tampered_outcome(
+                reply.outcome,
+                format!("{TAMPERED}: {breach}"),
+            ));
+        }
         if let ReplyOutcome::Failed(failure) = &reply.outcome
             && failure.fatal
         {
-            self.session = None;
+            if !reply.restarting {
+                self.session = None;
+            }
             return Err(EvalError::Crashed {
                 reason: format!(
                     "{} (the device context is unusable; the evaluator restarts)",
@@ -281,6 +294,54 @@ impl PythonEvaluator {
             });
         }
         Ok(reply.outcome)
+    }
+
+    /// Lines until the reply to `request`; a fresh child's `ready` on the way is taken in.
+    async fn receive_reply(&mut self, request: &Request) -> Received {
+        loop {
+            let session = self.session.as_mut().expect("a request is pending");
+            let line = tokio::select! {
+                line = session.pipes.replies.recv_line() => line.ok().flatten(),
+                _ = session.child.wait() => None,
+            };
+            let Some(line) = line else {
+                return Received::Gone;
+            };
+            tracing::info!(device = %self.device, "evaluator reply: {line}");
+            match parse_incoming(&line, request) {
+                Ok(Incoming::Reply(reply)) => return Received::Reply(Box::new(reply)),
+                Ok(Incoming::Started(Startup::Ready(ready))) => {
+                    self.unreported_start = serde_json::to_value(&*ready).ok();
+                    session.ready = *ready;
+                }
+                Ok(Incoming::Started(Startup::Failed(failed))) => {
+                    return Received::StartFailed(failed.error);
+                }
+                Err(error) => return Received::Broken(error.to_string()),
+            }
+        }
+    }
+
+    /// The child died or stopped answering: what the pending request failed with.
+    async fn lost_child(&mut self, expired: bool, deadline: Duration) -> EvalError {
+        // Dropping the session kills what is left of the child's group.
+        let mut session = self.session.take().expect("a request was pending");
+        let status = tokio::time::timeout(Duration::from_millis(200), session.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        drop(session);
+        if expired {
+            return EvalError::TimedOut(deadline);
+        }
+        tracing::warn!(device = %self.device, "the evaluator died; the end of its log:\n{}", log_tail(&self.log_path()));
+        let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
+        EvalError::Crashed {
+            reason: format!(
+                "the evaluator died without answering{status}; see {}",
+                self.log_path().display()
+            ),
+        }
     }
 
     /// The evaluator's ready message, once it has started: the device it sees under its pin.
@@ -463,5 +524,170 @@ fn timing_of(outcome: ReplyOutcome) -> Result<Timing, EvalError> {
         ReplyOutcome::Verified(_) | ReplyOutcome::ShutDown => {
             unreachable!("parse_reply reads the reply to a time request as a timing")
         }
+    }
+}
+
+/// How waiting for a reply ended.
+enum Received {
+    Reply(Box<Reply>),
+    /// The evaluator exited or closed its reply pipe (or the deadline killed it).
+    Gone,
+    /// A line that is not what the protocol allows.
+    Broken(String),
+    /// The zygote's fresh child could not start; the zygote exits.
+    StartFailed(String),
+}
+
+/// What kactors' own comparison finds changed: the checksums a reply to a candidate's verify or
+/// time carries against those of the child's `ready`, which no candidate can reach. None when
+/// they agree, when the child does not keep checksums (the audit is off) or when the reply says
+/// the child restarts anyway (its state is thrown away).
+fn integrity_breach(
+    expected: Option<&StartIntegrity>,
+    request: &Request,
+    reply: &Reply,
+) -> Option<String> {
+    let expected = expected?;
+    let candidate_ran = matches!(request, Request::Verify { .. } | Request::Time { .. });
+    let answered = matches!(
+        reply.outcome,
+        ReplyOutcome::Verified(_) | ReplyOutcome::Timed(_)
+    );
+    if !candidate_ran || !answered || reply.restarting {
+        return None;
+    }
+    let Some(got) = &reply.integrity else {
+        return Some("its reply carries no checksums of the evaluator's tensors".into());
+    };
+    if got.checksums.len() != expected.checksums.len() {
+        return Some(format!(
+            "its reply carries {} checksums for the evaluator's {} tensors",
+            got.checksums.len(),
+            expected.checksums.len()
+        ));
+    }
+    let changed: Vec<&str> = expected
+        .tensors
+        .iter()
+        .zip(expected.checksums.iter().zip(&got.checksums))
+        .filter(|(_, (then, now))| then != now)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    (!changed.is_empty()).then(|| {
+        format!(
+            "{} changed (kactors compared the checksums the evaluator reported at start; its own \
+             audit did not say so)",
+            changed.join(", ")
+        )
+    })
+}
+
+/// The reply's outcome turned into a rejection for tampering.
+fn tampered_outcome(outcome: ReplyOutcome, reason: String) -> ReplyOutcome {
+    match outcome {
+        ReplyOutcome::Verified(mut verdict) => {
+            verdict.passed = false;
+            verdict.reason = Some(reason);
+            ReplyOutcome::Verified(verdict)
+        }
+        _ => ReplyOutcome::Timed(TimedReply::Rejected { reason }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evaluator::protocol::{ReplyIntegrity, VerifyVerdict};
+
+    fn start() -> StartIntegrity {
+        StartIntegrity {
+            tensors: vec!["draw 0 input 0".into(), "draw 0 reference 0".into()],
+            checksums: vec!["00000000000000a1".into(), "00000000000000b2".into()],
+        }
+    }
+
+    fn verify() -> Request {
+        Request::Verify {
+            id: 1,
+            candidate: "k.py".into(),
+            cache_dir: "tc".into(),
+        }
+    }
+
+    fn passed(checksums: Option<&[&str]>, restarting: bool) -> Reply {
+        Reply {
+            id: Some(1),
+            seconds: 0.1,
+            outcome: ReplyOutcome::Verified(VerifyVerdict {
+                passed: true,
+                max_abs_err: Some(0.0),
+                max_rel_err: Some(0.0),
+                reason: None,
+                launched: vec!["k".into()],
+                aten_ops: vec![],
+                compile_s: Some(0.1),
+                run_s: Some(0.01),
+            }),
+            integrity: checksums.map(|sums| ReplyIntegrity {
+                checksums: sums.iter().map(|s| s.to_string()).collect(),
+                audit_s: Some(0.01),
+            }),
+            tampered: None,
+            restarting,
+        }
+    }
+
+    fn check(reply: &Reply, expected: Option<&str>) {
+        let breach = integrity_breach(Some(&start()), &verify(), reply);
+        match expected {
+            None => assert_eq!(breach, None),
+            Some(words) => assert!(
+                breach.as_deref().is_some_and(|b| b.starts_with(words)),
+                "{breach:?}"
+            ),
+        }
+    }
+
+    #[test]
+    fn kactors_compares_each_replys_checksums_with_those_of_the_start() {
+        check(
+            &passed(Some(&["00000000000000a1", "00000000000000b2"]), false),
+            None,
+        );
+        check(
+            &passed(Some(&["00000000000000a1", "0000000000000000"]), false),
+            Some("draw 0 reference 0 changed (kactors compared"),
+        );
+        check(&passed(None, false), Some("its reply carries no checksums"));
+        check(
+            &passed(Some(&["00000000000000a1"]), false),
+            Some("its reply carries 1 checksums for the evaluator's 2 tensors"),
+        );
+        // A child that restarts is thrown away with whatever it holds.
+        check(&passed(Some(&["0", "0"]), true), None);
+        // Without checksums at start (the audit switched off) there is nothing to compare.
+        let reply = passed(None, false);
+        assert_eq!(integrity_breach(None, &verify(), &reply), None);
+        // PyTorch's own references run no candidate code.
+        let reference = Request::TimeReference {
+            id: 1,
+            which: ReferenceKind::Eager,
+            warmup: None,
+            repeat: None,
+        };
+        assert_eq!(integrity_breach(Some(&start()), &reference, &reply), None);
+    }
+
+    #[test]
+    fn a_breach_turns_the_verdict_into_a_rejection_for_tampering() {
+        let reason = format!("{TAMPERED}: draw 0 reference 0 changed");
+        let ReplyOutcome::Verified(verdict) =
+            tampered_outcome(passed(None, false).outcome, reason.clone())
+        else {
+            panic!("a verify reply stays a verdict")
+        };
+        assert!(!verdict.passed);
+        assert_eq!(verdict.reason.as_deref(), Some(reason.as_str()));
+        assert!(actors::model::is_tampering(&reason));
     }
 }

@@ -123,6 +123,49 @@ pub struct Ready {
     pub rtol: f64,
     pub l2_flush_bytes: u64,
     pub setup_s: f64,
+    /// The draws asked for; `draws` is fewer when they did not all fit in the device's memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeds: Option<u32>,
+    /// How the number of draws was decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryPlan>,
+    /// Every tensor the evaluator child keeps and its checksum at start: kactors compares each
+    /// reply's checksums with these, which no candidate can reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<StartIntegrity>,
+    /// Which child of the zygote this is: 0 first, one more after each restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemoryPlan {
+    /// What the child could hold on the device after its first draw: the allocator's share
+    /// plus the free memory, within a cap where one is set.
+    pub available_bytes: u64,
+    /// The estimated peak for 1, 2, … `seeds` draws.
+    pub needed_bytes: Vec<u64>,
+    pub inputs_bytes: u64,
+    pub outputs_bytes: u64,
+    pub first_draw_peak_bytes: u64,
+    pub flush_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StartIntegrity {
+    /// `draw 0 input 0`, `draw 0 reference 0`, …, `L2 flush buffer`.
+    pub tensors: Vec<String>,
+    /// 16 hex digits each, in the order of `tensors`.
+    pub checksums: Vec<String>,
+}
+
+/// The checksums a reply carries, taken after the candidate's code last ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReplyIntegrity {
+    pub checksums: Vec<String>,
+    /// The audit's seconds (checksums, state snapshot, threads, memory).
+    #[serde(default)]
+    pub audit_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -162,6 +205,22 @@ pub struct Reply {
     /// The request's wall time inside the child.
     pub seconds: f64,
     pub outcome: ReplyOutcome,
+    /// The checksums of the child's tensors after a candidate's code ran (verify and time).
+    pub integrity: Option<ReplyIntegrity>,
+    /// What the candidate changed in the evaluator's state, when its audit found a change: the
+    /// verdict's reason then starts with "tampered with the evaluator's state".
+    pub tampered: Option<String>,
+    /// The child exits after this reply and the zygote forks a fresh one, whose `ready` comes
+    /// before the next reply.
+    pub restarting: bool,
+}
+
+/// A line from the evaluator while a request is pending: the reply, or a fresh child's first
+/// line (the zygote restarted it) that comes before the reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Started(Startup),
+    Reply(Reply),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -282,7 +341,18 @@ pub fn parse_reply(line: &str, pending: &Request) -> Result<Reply, ProtocolError
         id: header.id,
         seconds: header.seconds,
         outcome,
+        integrity: header.integrity,
+        tampered: header.tampered,
+        restarting: header.restarting,
     })
+}
+
+/// Reads a line that came while `pending` was waiting for its reply.
+pub fn parse_incoming(line: &str, pending: &Request) -> Result<Incoming, ProtocolError> {
+    match read::<MessageHeader>(line, "message header")?.kind.as_str() {
+        "ready" | "startup_failed" => Ok(Incoming::Started(parse_startup(line)?)),
+        _ => Ok(Incoming::Reply(parse_reply(line, pending)?)),
+    }
 }
 
 fn read_time_outcome(line: &str) -> Result<TimeOutcome, ProtocolError> {
@@ -311,6 +381,12 @@ struct ReplyHeader {
     id: Option<u64>,
     ok: bool,
     seconds: f64,
+    #[serde(default)]
+    integrity: Option<ReplyIntegrity>,
+    #[serde(default)]
+    tampered: Option<String>,
+    #[serde(default)]
+    restarting: bool,
 }
 
 #[derive(Deserialize)]
@@ -806,8 +882,63 @@ mod tests {
             Reply {
                 id: Some(1),
                 seconds: 0.0,
-                outcome: ReplyOutcome::ShutDown
+                outcome: ReplyOutcome::ShutDown,
+                integrity: None,
+                tampered: None,
+                restarting: false,
             }
         );
+    }
+
+    #[test]
+    fn a_fresh_childs_ready_may_come_before_the_reply() {
+        let verify = |id| Request::Verify {
+            id,
+            candidate: "k.py".into(),
+            cache_dir: "tc".into(),
+        };
+        let pending = verify(3);
+        let replies = fixture("standin-zygote-replies.jsonl");
+        let Incoming::Reply(tampered) = parse_incoming(&replies[2], &pending).unwrap() else {
+            panic!("{}", replies[2])
+        };
+        assert!(tampered.restarting);
+        assert_eq!(
+            tampered.tampered.as_deref(),
+            Some("draw 0 reference 0 changed")
+        );
+        assert!(
+            verdict(&tampered)
+                .reason
+                .as_deref()
+                .is_some_and(|r| r.starts_with("tampered with the evaluator's state: ")),
+            "{tampered:?}"
+        );
+        let Incoming::Started(Startup::Ready(ready)) =
+            parse_incoming(&replies[3], &pending).unwrap()
+        else {
+            panic!("{}", replies[3])
+        };
+        assert_eq!(ready.generation, Some(1));
+        assert_eq!((ready.draws, ready.seeds), (2, Some(3)));
+        let integrity = ready
+            .integrity
+            .as_ref()
+            .expect("the ready message's checksums");
+        assert_eq!(integrity.tensors.len(), integrity.checksums.len());
+        let memory = ready.memory.as_ref().expect("the memory plan");
+        assert_eq!(memory.needed_bytes.len(), 3);
+        assert!(memory.needed_bytes[2] > memory.available_bytes);
+        let Incoming::Reply(passed) = parse_incoming(&replies[4], &verify(4)).unwrap() else {
+            panic!("{}", replies[4])
+        };
+        assert!(!passed.restarting && passed.tampered.is_none());
+        assert_eq!(
+            passed.integrity.map(|i| i.checksums),
+            Some(integrity.checksums.clone())
+        );
+        // The journal keeps what the ready message said, memory and checksums included.
+        let again: Ready = serde_json::from_str(&serde_json::to_string(&ready).unwrap()).unwrap();
+        assert_eq!(&again, ready.as_ref());
     }
 }

@@ -8,7 +8,7 @@ use crate::collector::PrepareCandidate;
 use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel, Verdict};
-use crate::ports::{EvalJob, ProfileError, ProfileJob};
+use crate::ports::{EvalError, EvalJob, ProfileError, ProfileJob};
 use crate::supervisor::RestartWorker;
 
 use super::{Input, Manager};
@@ -205,6 +205,16 @@ pub(super) fn evaluated(
 ) -> Event {
     let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
         Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
+        Ok(Evaluated {
+            verify: Err(EvalError::Start(reason)),
+            ..
+        }) => (
+            EvaluationOutcome::Unstartable,
+            None,
+            None,
+            Some(reason),
+            Vec::new(),
+        ),
         Ok(Evaluated {
             verify: Err(error), ..
         }) => (

@@ -263,6 +263,29 @@ impl Core {
             }
             EvaluationOutcome::WrongOutput => rejected(result.reason, true),
             EvaluationOutcome::Failed => rejected(result.reason, false),
+            // A device whose evaluator cannot start can evaluate nothing: before the initial
+            // kernel nothing was (the run is refused), later the run cannot go on.
+            EvaluationOutcome::Unstartable if candidate.parent.is_none() => {
+                let reason = result.reason;
+                let resolution = rejected(reason.clone(), false);
+                let candidate = candidate.clone();
+                self.record_finished(id, &candidate, &resolution, out);
+                return self.finish(
+                    RunOutcome::Refused,
+                    format!("the initial kernel could not be evaluated: {reason}"),
+                    out,
+                );
+            }
+            EvaluationOutcome::Unstartable => {
+                let device = candidate.device;
+                let reason = result.reason;
+                self.resolve(id, rejected(reason.clone(), false), out);
+                return self.finish(
+                    RunOutcome::Failed,
+                    format!("the evaluator of device {device} could not start: {reason}"),
+                    out,
+                );
+            }
         };
         self.resolve(id, resolution, out);
     }

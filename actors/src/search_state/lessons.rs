@@ -106,7 +106,7 @@ impl Core {
         ) else {
             return;
         };
-        if self.llm_closed() || !lessons_used {
+        if self.finished.is_some() || self.llm_closed() || !lessons_used {
             return;
         }
         let Some(parent_time_ms) = self.verified_ms.get(&parent).copied() else {

@@ -9,6 +9,9 @@ use crate::prompts::PromptError;
 use crate::replay::ReplayError;
 use crate::run_dir::RunDirError;
 
+mod profile;
+mod run;
+
 /// Everything a user can get wrong before a run starts: all exit 2.
 #[derive(Debug, thiserror::Error)]
 pub enum CommandError {
@@ -39,10 +42,10 @@ pub enum CommandError {
 pub fn execute(cli: Cli) -> i32 {
     let json = cli.command.json();
     let result = match cli.command {
-        Command::Run(args) => crate::run::run(args),
+        Command::Run(args) => run::run(args),
         Command::Strategies(args) => strategies(args).map(|()| exit::SUCCESS),
         Command::Devices(args) => devices(args).map(|()| exit::SUCCESS),
-        Command::Profile(args) => crate::profile_command::profile(args),
+        Command::Profile(args) => profile::profile(args),
         Command::Check(args) => Ok(crate::check::check(args)),
     };
     match result {

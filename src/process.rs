@@ -26,4 +26,6 @@ pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
 pub use spawn::{ChildSpec, RunningChild, SpawnError, spawn};
-pub use terminate::{KILL_EXIT_LIMIT, Termination, terminate_with_grace};
+pub use terminate::{
+    KILL_EXIT_LIMIT, Termination, WaitOutcome, terminate_with_grace, wait_or_terminate,
+};

@@ -15,8 +15,7 @@ use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
 use crate::cli::RunArgs;
-use crate::commands::CommandError;
-use crate::config::{CliOverrides, LlmChoice, RunSettings, Strategies, parse_config, resolve};
+use crate::config::{CliOverrides, LlmChoice, RunSettings};
 use crate::console;
 use crate::devices::{DeviceKind, HostEnvironment, SelectedVendor};
 use crate::exit;
@@ -28,6 +27,9 @@ use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
 use crate::signals::{ProcessGroupSignaller, forward_signals};
+
+use super::CommandError;
+use super::settings::load_strategy;
 
 /// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
 /// keeps killing its worker does not spin for hours.
@@ -184,17 +186,14 @@ fn init_logging(run_root: &Path) {
         .try_init();
 }
 
-pub fn run(args: RunArgs) -> Result<i32, CommandError> {
-    let strategies = Strategies::new(args.config_dir.config_dir.clone());
-    let file = strategies.find(&args.strategy)?;
-    let config = parse_config(&file.display_name(), &file.text)?;
+pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
     let overrides = CliOverrides {
         workers: args.workers,
         max_rounds: args.max_rounds,
         provider: args.provider.clone(),
         python: args.python.clone(),
     };
-    let settings = resolve(&file, &config, &overrides)?;
+    let settings = load_strategy(&args.config_dir, &args.strategy, &overrides)?.settings;
     for warning in &settings.warnings {
         console::err(format_args!("kactors: warning: {warning}"));
     }

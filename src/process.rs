@@ -19,7 +19,7 @@ mod spawn;
 mod terminate;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 pub use environment::{ChildEnv, child_environment, may_carry_credential};
 pub use group::ProcessGroup;

@@ -15,6 +15,8 @@ use crate::devices::Pin;
 use crate::process::{WaitOutcome, child_environment, spawn, wait_or_terminate};
 use crate::profiling::error_chain;
 
+use super::report::CheckLine;
+
 /// Importing torch from a cold disk and initialising a GPU's context can take tens of seconds.
 const PYTHON_TIMEOUT: Duration = Duration::from_secs(120);
 /// `ncu --version`, `rocprofv3 --help`, `--version` and `-L` answer in seconds.
@@ -199,6 +201,25 @@ impl<'a> ProbeRunner<'a> {
             output: String::from_utf8_lossy(&output).into_owned(),
         })
     }
+
+    /// The answer of a check script about one thing, `what`; or its failed line when the script
+    /// gave no answer, or answered with an `error`, which `error_fix` words.
+    pub(super) async fn answer_about(
+        &self,
+        probe: Probe,
+        what: &str,
+        error_fix: impl FnOnce(&str) -> String,
+    ) -> Result<Value, CheckLine> {
+        let answer = self
+            .run(probe)
+            .await
+            .and_then(ProbeRun::answer)
+            .map_err(|reason| CheckLine::fail(what, reason))?;
+        match answer["error"].as_str() {
+            Some(error) => Err(CheckLine::fail(what, error_fix(error))),
+            None => Ok(answer),
+        }
+    }
 }
 
 /// A folder of the checks' own under the system's temporary folder, removed when dropped.
@@ -243,7 +264,10 @@ impl Drop for Scratch {
 
 #[cfg(test)]
 mod tests {
+    use nix::unistd::Pid;
+
     use super::*;
+    use crate::process::test_support::is_running;
 
     #[test]
     fn a_check_script_answers_on_its_last_marked_line() {
@@ -337,16 +361,6 @@ mod tests {
         assert_eq!(left, ["problem.py"], "no __pycache__");
     }
 
-    fn is_running(pid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|stat| {
-                let after_name = &stat[stat.rfind(')')? + 1..];
-                after_name.split_whitespace().next().map(str::to_string)
-            })
-            .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
-    }
-
     #[test]
     fn a_probe_past_its_deadline_is_stopped_with_what_it_started() {
         let scratch = Scratch::create().unwrap();
@@ -374,10 +388,10 @@ mod tests {
             error,
             "the hung tool (/bin/sh) did not finish within 0.5 s and was stopped"
         );
-        let pids: Vec<i32> = std::fs::read_to_string(&pids)
+        let pids: Vec<Pid> = std::fs::read_to_string(&pids)
             .unwrap()
             .lines()
-            .map(|line| line.parse().unwrap())
+            .map(|line| Pid::from_raw(line.parse().unwrap()))
             .collect();
         assert_eq!(pids.len(), 2, "the shell and its sleep");
         for pid in pids {

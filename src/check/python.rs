@@ -116,20 +116,17 @@ pub(super) async fn problem_check(
         Some(pin),
         "problem.py check",
     );
-    let answer = match runner.run(probe).await.and_then(|run| run.answer()) {
+    let answer = runner.answer_about(probe, &what, |error| {
+        format!(
+            "importing it failed with `{error}`; fix problem.py, or install what it imports into \
+             {}",
+            python.display()
+        )
+    });
+    let answer = match answer.await {
         Ok(answer) => answer,
-        Err(reason) => return CheckLine::fail(what, reason),
+        Err(line) => return line,
     };
-    if let Some(error) = answer["error"].as_str() {
-        return CheckLine::fail(
-            what,
-            format!(
-                "importing it failed with `{error}`; fix problem.py, or install what it imports \
-                 into {}",
-                python.display()
-            ),
-        );
-    }
     let missing: Vec<&str> = answer["missing"]
         .as_array()
         .map(|names| names.iter().filter_map(Value::as_str).collect())

@@ -27,18 +27,13 @@ pub(super) async fn device_check(
         Some(&pin),
         &format!("device {} check", device.id),
     );
-    let answer = match runner.run(probe).await.and_then(|run| run.answer()) {
+    let answer = runner.answer_about(probe, &what, |error| {
+        format!("torch failed to query it: {error}; check the driver with nvidia-smi or amd-smi")
+    });
+    let answer = match answer.await {
         Ok(answer) => answer,
-        Err(reason) => return CheckLine::fail(what, reason),
+        Err(line) => return line,
     };
-    if let Some(error) = answer["error"].as_str() {
-        return CheckLine::fail(
-            what,
-            format!(
-                "torch failed to query it: {error}; check the driver with nvidia-smi or amd-smi"
-            ),
-        );
-    }
     let count = answer["count"].as_u64().unwrap_or(0);
     if count != 1 {
         return CheckLine::fail(

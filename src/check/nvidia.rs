@@ -1,7 +1,11 @@
 //! NVIDIA's profiler check: ncu runs, and the driver's parameters in /proc let this user read
 //! the GPU's performance counters.
 
+use std::ffi::OsStr;
 use std::path::Path;
+
+use crate::config::RunSettings;
+use crate::profiling::is_executable_file;
 
 use super::probe::{Probe, ProbeRunner};
 use super::report::CheckLine;
@@ -13,8 +17,25 @@ const ERR_NVGPUCTRPERM_FIX: &str = "run kactors as root, or let every user read 
      reload the nvidia module or reboot (in a container: --cap-add SYS_ADMIN); \
      https://developer.nvidia.com/ERR_NVGPUCTRPERM";
 
-/// ncu runs (`--version`), and the driver lets this user read the GPU's counters.
-pub(super) async fn ncu_check(runner: &ProbeRunner<'_>, ncu: &Path) -> CheckLine {
+/// The strategy's ncu (platform_kwargs.ncu_bin_path, else found on `parent_path`) runs
+/// (`--version`), and the driver lets this user read the GPU's counters.
+pub(super) async fn ncu_check(
+    runner: &ProbeRunner<'_>,
+    settings: &RunSettings,
+    parent_path: Option<&OsStr>,
+) -> CheckLine {
+    let found = crate::nvidia::resolve_ncu_bin(
+        settings.ncu_bin_path.as_deref(),
+        parent_path,
+        is_executable_file,
+    );
+    match found {
+        Ok(ncu) => ncu_version_and_counters(runner, &ncu).await,
+        Err(error) => CheckLine::profiler_fail("profiler ncu", error.to_string()),
+    }
+}
+
+async fn ncu_version_and_counters(runner: &ProbeRunner<'_>, ncu: &Path) -> CheckLine {
     let what = format!("profiler ncu {}", ncu.display());
     let probe = Probe::tool(ncu, &["--version"], None, "ncu --version");
     let version = match runner

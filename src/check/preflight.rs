@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::config::RunSettings;
 use crate::devices::{Device, DeviceSelection, SelectedVendor};
 use crate::kernel_dir::KernelDir;
-use crate::profiling::{absolute, is_executable_file};
+use crate::profiling::absolute;
 
 use super::nvidia::ncu_check;
 use super::probe::{ProbeRunner, Scratch};
@@ -147,31 +147,9 @@ async fn profiler_check(
     }
     let parent_path = std::env::var_os("PATH");
     match selection.vendor {
-        SelectedVendor::Nvidia => {
-            let found = crate::nvidia::resolve_ncu_bin(
-                settings.ncu_bin_path.as_deref(),
-                parent_path.as_deref(),
-                is_executable_file,
-            );
-            match found {
-                Ok(ncu) => vec![ncu_check(runner, &ncu).await],
-                Err(error) => vec![CheckLine::profiler_fail("profiler ncu", error.to_string())],
-            }
-        }
+        SelectedVendor::Nvidia => vec![ncu_check(runner, settings, parent_path.as_deref()).await],
         SelectedVendor::Rocm => {
-            let found = crate::rocm::resolve_rocprof_bin(
-                settings.rocprof_bin_path.as_deref(),
-                parent_path.as_deref(),
-                &settings.python,
-                is_executable_file,
-            );
-            match found {
-                Ok(rocprof) => rocprof_check(runner, &rocprof, selection).await,
-                Err(error) => vec![CheckLine::profiler_fail(
-                    "profiler rocprofv3",
-                    error.to_string(),
-                )],
-            }
+            rocprof_check(runner, settings, selection, parent_path.as_deref()).await
         }
         SelectedVendor::Noop => Vec::new(),
     }

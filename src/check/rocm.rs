@@ -2,16 +2,43 @@
 //! passes collect.
 
 use std::collections::BTreeSet;
+use std::ffi::OsStr;
 use std::path::Path;
 
+use crate::config::RunSettings;
 use crate::devices::{Device, DeviceKind, DeviceSelection};
+use crate::profiling::is_executable_file;
 
 use super::probe::{Probe, ProbeRunner};
 use super::report::CheckLine;
 
+/// The strategy's rocprofv3 (platform_kwargs.rocprof_bin_path, else found as
+/// `rocm::resolve_rocprof_bin` looks, `parent_path` first) runs, and lists the counters
+/// kactors' passes need.
+pub(super) async fn rocprof_check(
+    runner: &ProbeRunner<'_>,
+    settings: &RunSettings,
+    selection: &DeviceSelection,
+    parent_path: Option<&OsStr>,
+) -> Vec<CheckLine> {
+    let found = crate::rocm::resolve_rocprof_bin(
+        settings.rocprof_bin_path.as_deref(),
+        parent_path,
+        &settings.python,
+        is_executable_file,
+    );
+    match found {
+        Ok(rocprof) => rocprof_runs_and_lists_counters(runner, &rocprof, selection).await,
+        Err(error) => vec![CheckLine::profiler_fail(
+            "profiler rocprofv3",
+            error.to_string(),
+        )],
+    }
+}
+
 /// rocprofv3 runs (`--help`, `--version`: the options kactors uses and its warnings), and lists
 /// the counters kactors' passes need on the first device, under that device's pin.
-pub(super) async fn rocprof_check(
+async fn rocprof_runs_and_lists_counters(
     runner: &ProbeRunner<'_>,
     rocprof: &Path,
     selection: &DeviceSelection,

@@ -1,7 +1,18 @@
-//! Each command's entry point, and the one place where errors become messages and exit codes.
+//! The commands: dispatch to each one's entry point (one file each under `commands/`), and the
+//! one place where errors become messages and exit codes, as JSON too with `--json`.
+//!
+//! The top layer: a command may use every module of the crate, and no module imports from here.
+//! `settings.rs` is how every command reads its strategy.
 
-use crate::cli::{Cli, Command, DevicesArgs, StrategiesArgs};
-use crate::config::{CliOverrides, ConfigError, Platform, Strategies, parse_config, resolve};
+mod check;
+mod devices;
+mod profile;
+mod run;
+mod settings;
+mod strategies;
+
+use crate::cli::{Cli, Command};
+use crate::config::ConfigError;
 use crate::console;
 use crate::exit;
 use crate::kernel_dir::KernelDirError;
@@ -39,11 +50,11 @@ pub enum CommandError {
 pub fn execute(cli: Cli) -> i32 {
     let json = cli.command.json();
     let result = match cli.command {
-        Command::Run(args) => crate::run::run(args),
-        Command::Strategies(args) => strategies(args).map(|()| exit::SUCCESS),
-        Command::Devices(args) => devices(args).map(|()| exit::SUCCESS),
-        Command::Profile(args) => crate::profile_command::profile(args),
-        Command::Check(args) => Ok(crate::check::check(args)),
+        Command::Run(args) => run::run(args),
+        Command::Strategies(args) => strategies::strategies(args).map(|()| exit::SUCCESS),
+        Command::Devices(args) => devices::devices(args).map(|()| exit::SUCCESS),
+        Command::Profile(args) => profile::profile(args),
+        Command::Check(args) => Ok(check::check(args)),
     };
     match result {
         Ok(code) => code,
@@ -88,121 +99,4 @@ fn print_error_json(message: &str, exit_code: i32) {
         "exit_code": exit_code,
         "message": message,
     }));
-}
-
-pub(crate) fn platform_name(platform: Platform) -> &'static str {
-    match platform {
-        Platform::Noop => "noop",
-        Platform::Nvidia => "nvidia",
-        Platform::Rocm => "rocm",
-        Platform::Detect => "detected",
-    }
-}
-
-/// `kactors strategies`: every strategy that loads. A file of the config dir that is not one
-/// (KernelAgent keeps a technique taxonomy beside its configurations) is skipped and named with
-/// the reason, on stderr, or under `skipped` with `--json`.
-fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
-    let mut rows = Vec::new();
-    let mut skipped = Vec::new();
-    for file in Strategies::new(args.config_dir.config_dir).all()? {
-        let settings = parse_config(&file.display_name(), &file.text)
-            .and_then(|config| resolve(&file, &config, &CliOverrides::default()));
-        let settings = match settings {
-            Ok(settings) => settings,
-            Err(error) => {
-                skipped.push(serde_json::json!({
-                    "file": file.display_name(),
-                    "reason": error.to_string(),
-                }));
-                continue;
-            }
-        };
-        let search = settings.search;
-        rows.push(serde_json::json!({
-            "name": file.name,
-            "platform": platform_name(settings.platform),
-            "search": format!("{} {}×{}", search.strategy, search.num_top_kernels, search.num_bottlenecks),
-            "file": file.display_name(),
-        }));
-    }
-    if args.json {
-        console::out(serde_json::json!({ "strategies": rows, "skipped": skipped }));
-        return Ok(());
-    }
-    let name_width = rows
-        .iter()
-        .map(|row| row["name"].as_str().unwrap_or_default().chars().count())
-        .max()
-        .unwrap_or(0);
-    for row in &rows {
-        console::out(format_args!(
-            "{:<name_width$} {:<9} {:<20} {}",
-            row["name"].as_str().unwrap_or_default(),
-            row["platform"].as_str().unwrap_or_default(),
-            row["search"].as_str().unwrap_or_default(),
-            row["file"].as_str().unwrap_or_default()
-        ));
-    }
-    for file in &skipped {
-        console::err(format_args!(
-            "kactors: warning: skipped {}",
-            file["reason"].as_str().unwrap_or_default()
-        ));
-    }
-    Ok(())
-}
-
-/// `kactors devices`: what a run with the strategy would use. Only the selection: no GPU is
-/// locked, so it answers while a run holds the GPUs.
-fn devices(args: DevicesArgs) -> Result<(), CommandError> {
-    let strategies = Strategies::new(args.config_dir.config_dir);
-    let (request, python) = match &args.strategy {
-        Some(name) => {
-            let file = strategies.find(name)?;
-            let config = parse_config(&file.display_name(), &file.text)?;
-            let settings = resolve(&file, &config, &CliOverrides::default())?;
-            (
-                crate::gpus::device_request(&settings, args.gpus),
-                settings.python,
-            )
-        }
-        None => {
-            let request = crate::devices::DeviceRequest {
-                platform: crate::devices::PlatformRequest::Detect,
-                gpus: args.gpus,
-                noop_devices: std::num::NonZeroU32::MIN,
-                gpu_name: None,
-            };
-            (request, std::path::PathBuf::from("python3"))
-        }
-    };
-    let selection = crate::devices::select_devices(
-        &request,
-        &crate::devices::HostEnvironment::from_process(python),
-    )?;
-    for warning in &selection.warnings {
-        console::err(format_args!("kactors: warning: {warning}"));
-    }
-    if args.json {
-        console::out(
-            serde_json::to_string(&selection.report()).expect("the device report serialises"),
-        );
-        return Ok(());
-    }
-    console::out(format_args!("vendor: {}", selection.vendor));
-    for (device, pin) in selection.devices.iter().zip(selection.pins()) {
-        let spec = device.spec.map_or("no spec row".to_string(), |spec| {
-            format!("spec {}", spec.name)
-        });
-        let set: Vec<String> = pin.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let unset: Vec<String> = pin.unset.iter().map(|k| format!("-{k}")).collect();
-        console::out(format_args!(
-            "device {}: {} ({spec}); children get {}",
-            device.id,
-            device.name,
-            [set, unset].concat().join(" ")
-        ));
-    }
-    Ok(())
 }

@@ -24,7 +24,7 @@ pub use retry::{
     Answered, Exhausted, RetryPolicy, parse_retry_after, random_unit, send_with_retries,
 };
 pub use settings::{
-    ApiKey, LlmConfigError, LlmConfigWarning, LlmSettings, ModelCapability, ModelTable,
+    ApiKey, LlmConfigError, LlmConfigWarning, LlmKeys, LlmSettings, ModelCapability, ModelTable,
     ModelTableError, Price, Provider, RawLlmConfig, RawPrice, ReasoningKind, ReasoningRequest,
     resolve, resolve_with_table,
 };

@@ -19,11 +19,13 @@ mod spawn;
 mod terminate;
 
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 pub use environment::{ChildEnv, child_environment, may_carry_credential};
 pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
 pub use spawn::{ChildSpec, RunningChild, SpawnError, spawn};
-pub use terminate::{KILL_EXIT_LIMIT, Termination, terminate_with_grace};
+pub use terminate::{
+    KILL_EXIT_LIMIT, Termination, WaitOutcome, terminate_with_grace, wait_or_terminate,
+};

@@ -9,8 +9,9 @@ use actors::search::{Pacing, SearchKind, SearchSettings};
 use serde::Serialize;
 
 use super::ranges::{DEFAULT_MAX_SOURCE_BYTES, MAX_CANDIDATES_PER_ROUND, NOOP_WORKERS};
-use super::schema::{ComponentPlatform, ConfigError, ConfigFile, LlmKeys, PlatformSpec, Vendor};
+use super::schema::{ComponentPlatform, ConfigError, ConfigFile, PlatformSpec, Vendor};
 use super::strategies::StrategyFile;
+use crate::llm::LlmKeys;
 
 /// What the command line overrides.
 #[derive(Clone, Debug, Default)]
@@ -539,5 +540,28 @@ mod tests {
         .unwrap();
         assert_eq!(steady.pacing(8), Pacing::Steady { max_inflight: 8 });
         assert!(steady.to_yaml().contains("pacing: steady"));
+    }
+
+    #[test]
+    fn run_yaml_records_the_llm_keys_as_written() {
+        let run = settings(
+            "model: gpt-5\nprovider: openai\nbase_url: http://relay.example/v1\nmax_tokens: 4096\n\
+             temperature: 0.5\nmax_inflight: 3\nrequests_per_minute: 50\ntokens_per_minute: \
+             90000\nbudget_usd: 12.5\nrequest_timeout_s: 120\ncontext_window: 200000\nprices:\n  \
+             gpt-5:\n    input_usd_per_mtok: 1.25\n    output_usd_per_mtok: 10\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        let yaml = run.to_yaml();
+        let llm = &yaml[yaml.find("\nllm:\n").unwrap() + 1..yaml.find("\nmodel:").unwrap() + 1];
+        assert_eq!(
+            llm,
+            "llm:\n  kind: remote\n  provider: openai\n  model: gpt-5\n  keys:\n    \
+             base_url: http://relay.example/v1\n    max_tokens: 4096\n    temperature: 0.5\n    \
+             max_inflight: 3\n    requests_per_minute: 50\n    tokens_per_minute: 90000\n    \
+             budget_usd: 12.5\n    request_timeout_s: 120.0\n    context_window: 200000\n    \
+             prices:\n      gpt-5:\n        input_usd_per_mtok: 1.25\n        \
+             output_usd_per_mtok: 10.0\n"
+        );
     }
 }

@@ -11,6 +11,8 @@ use std::path::PathBuf;
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
+use crate::llm::LlmKeys;
+
 use super::ranges::{
     BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_DURATION_S, MAX_INFLIGHT, MAX_REFINEMENTS,
     MAX_SOURCE_BYTES, SEARCH_FACTOR, max_duration_words,
@@ -97,30 +99,6 @@ pub struct PlatformKwargs {
     pub rocprof_bin_path: Option<PathBuf>,
 }
 
-/// The LLM keys; `llm::resolve` checks them against the model table once the provider is known.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct LlmKeys {
-    pub base_url: Option<String>,
-    pub max_tokens: Option<u32>,
-    pub temperature: Option<f64>,
-    pub max_inflight: Option<u32>,
-    pub requests_per_minute: Option<u32>,
-    pub tokens_per_minute: Option<u64>,
-    pub budget_usd: Option<f64>,
-    pub request_timeout_s: Option<f64>,
-    /// Tokens of prompt and reply together; `llm::resolve` checks the range.
-    pub context_window: Option<u64>,
-    /// Per model: (input, output) USD per million tokens, overriding data/models.yaml.
-    pub prices: BTreeMap<String, ModelPrice>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelPrice {
-    pub input_usd_per_mtok: f64,
-    pub output_usd_per_mtok: f64,
-}
-
 /// One configuration file, validated key by key; every field is optional because the command
 /// line and the defaults fill the rest.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -162,6 +140,7 @@ pub struct ConfigFile {
     pub profile_budget_s: Option<f64>,
     /// End the run once the best kernel is at its roofline; off unless set.
     pub stop_at_roofline: Option<bool>,
+    /// The keys `llm::resolve` reads, in the llm module's own type.
     pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
     pub warnings: Vec<String>,

@@ -101,7 +101,7 @@ mod tests {
     use super::*;
     use crate::llm::http::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
-    use crate::llm::settings::{RawLlmConfig, resolve};
+    use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 
     fn settings(raw: RawLlmConfig) -> LlmSettings {
         resolve(&raw, &|name: &str| {
@@ -134,7 +134,10 @@ mod tests {
     fn body_carries_model_system_messages_and_max_tokens() {
         let body = build_body(
             &settings(RawLlmConfig {
-                max_tokens: Some(50_000),
+                keys: LlmKeys {
+                    max_tokens: Some(50_000),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-sonnet-4-6")
             }),
             &request(),
@@ -163,9 +166,12 @@ mod tests {
     ) {
         let body = build_body(
             &settings(RawLlmConfig {
-                temperature,
                 high_reasoning_effort,
-                max_tokens: Some(16_000),
+                keys: LlmKeys {
+                    temperature,
+                    max_tokens: Some(16_000),
+                    ..LlmKeys::default()
+                },
                 ..model(model_name)
             }),
             &request(),

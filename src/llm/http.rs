@@ -443,7 +443,7 @@ mod tests {
     use super::*;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::retry::{Answered, Exhausted, RetryPolicy, send_with_retries};
-    use crate::llm::settings::{RawLlmConfig, resolve};
+    use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 
     const ANTHROPIC_KEY: &str = "sk-ant-api03-loopback-secret";
     const OPENAI_KEY: &str = "sk-proj-loopback-secret";
@@ -630,7 +630,10 @@ mod tests {
         };
         let settings = resolve(
             &RawLlmConfig {
-                base_url: Some(base_url),
+                keys: LlmKeys {
+                    base_url: Some(base_url),
+                    ..raw.keys
+                },
                 ..raw
             },
             &env,
@@ -694,8 +697,11 @@ mod tests {
         let provider = provider(
             &server,
             RawLlmConfig {
-                max_tokens: Some(20_000),
-                temperature: Some(0.25),
+                keys: LlmKeys {
+                    max_tokens: Some(20_000),
+                    temperature: Some(0.25),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-sonnet-4-6")
             },
         );
@@ -741,7 +747,10 @@ mod tests {
             &server,
             RawLlmConfig {
                 high_reasoning_effort: true,
-                temperature: Some(0.5),
+                keys: LlmKeys {
+                    temperature: Some(0.5),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-opus-4-7")
             },
         );
@@ -750,7 +759,10 @@ mod tests {
             &server,
             RawLlmConfig {
                 high_reasoning_effort: true,
-                max_tokens: Some(10_000),
+                keys: LlmKeys {
+                    max_tokens: Some(10_000),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-haiku-4-5")
             },
         );
@@ -777,8 +789,11 @@ mod tests {
             RawLlmConfig {
                 provider: Some(Provider::OpenAi),
                 high_reasoning_effort: true,
-                temperature: Some(1.0),
-                max_tokens: Some(64_000),
+                keys: LlmKeys {
+                    temperature: Some(1.0),
+                    max_tokens: Some(64_000),
+                    ..LlmKeys::default()
+                },
                 ..model("o3")
             },
         );
@@ -853,8 +868,11 @@ mod tests {
         let settings = resolve(
             &RawLlmConfig {
                 provider: Some(Provider::OpenAiCompatible),
-                base_url: Some(format!("{}/v1", server.base_url)),
-                temperature: Some(0.6),
+                keys: LlmKeys {
+                    base_url: Some(format!("{}/v1", server.base_url)),
+                    temperature: Some(0.6),
+                    ..LlmKeys::default()
+                },
                 ..model("qwen3-coder")
             },
             &|_| None,
@@ -1043,7 +1061,10 @@ mod tests {
             let provider = provider(
                 &server,
                 RawLlmConfig {
-                    request_timeout_s: Some(60.0),
+                    keys: LlmKeys {
+                        request_timeout_s: Some(60.0),
+                        ..LlmKeys::default()
+                    },
                     ..model("gpt-5")
                 },
             );
@@ -1130,7 +1151,10 @@ mod tests {
         let provider = provider(
             &server,
             RawLlmConfig {
-                request_timeout_s: Some(0.3),
+                keys: LlmKeys {
+                    request_timeout_s: Some(0.3),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-sonnet-4-6")
             },
         );
@@ -1150,7 +1174,10 @@ mod tests {
         let provider = provider(
             &server,
             RawLlmConfig {
-                request_timeout_s: Some(0.3),
+                keys: LlmKeys {
+                    request_timeout_s: Some(0.3),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-sonnet-4-6")
             },
         );
@@ -1167,7 +1194,10 @@ mod tests {
         drop(listener);
         let settings = resolve(
             &RawLlmConfig {
-                base_url: Some(format!("http://{address}")),
+                keys: LlmKeys {
+                    base_url: Some(format!("http://{address}")),
+                    ..LlmKeys::default()
+                },
                 ..model("claude-sonnet-4-6")
             },
             &env,

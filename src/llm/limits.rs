@@ -386,7 +386,7 @@ impl fmt::Display for SpendTotals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::settings::{RawLlmConfig, resolve};
+    use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 
     fn price(input: f64, output: f64) -> Price {
         Price {
@@ -600,8 +600,11 @@ mod tests {
         let settings = resolve(
             &RawLlmConfig {
                 model: Some("claude-sonnet-4-6".to_string()),
-                budget_usd: Some(0.10),
-                max_tokens: Some(8_000),
+                keys: LlmKeys {
+                    budget_usd: Some(0.10),
+                    max_tokens: Some(8_000),
+                    ..LlmKeys::default()
+                },
                 ..RawLlmConfig::default()
             },
             &|_| Some("sk-ant-test".to_string()),

@@ -100,7 +100,7 @@ mod tests {
     use super::*;
     use crate::llm::http::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
-    use crate::llm::settings::{RawLlmConfig, resolve};
+    use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 
     fn settings(raw: RawLlmConfig) -> LlmSettings {
         resolve(&raw, &|name: &str| {
@@ -129,9 +129,12 @@ mod tests {
     fn reasoning_model_body() {
         let body = build_body(
             &settings(RawLlmConfig {
-                max_tokens: Some(40_000),
-                temperature: Some(0.7),
                 high_reasoning_effort: true,
+                keys: LlmKeys {
+                    max_tokens: Some(40_000),
+                    temperature: Some(0.7),
+                    ..LlmKeys::default()
+                },
                 ..model("gpt-5")
             }),
             &request(),
@@ -161,8 +164,11 @@ mod tests {
     fn classic_model_body_sends_temperature_once() {
         let body = build_body(
             &settings(RawLlmConfig {
-                temperature: Some(0.2),
                 high_reasoning_effort: true,
+                keys: LlmKeys {
+                    temperature: Some(0.2),
+                    ..LlmKeys::default()
+                },
                 ..model("gpt-4.1")
             }),
             &request(),
@@ -178,9 +184,12 @@ mod tests {
     fn compatible_server_body_uses_max_tokens() {
         let body = build_body(
             &settings(RawLlmConfig {
-                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
-                temperature: Some(0.9),
-                max_tokens: Some(8_192),
+                keys: LlmKeys {
+                    base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                    temperature: Some(0.9),
+                    max_tokens: Some(8_192),
+                    ..LlmKeys::default()
+                },
                 ..model("Qwen/Qwen3-Coder-30B")
             }),
             &request(),

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::request::ChatRequest;
 use super::window::{
@@ -353,18 +353,24 @@ impl fmt::Display for ApiKey {
     }
 }
 
-/// The LLM keys as they appear in the configuration, before any check.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// What [`resolve`] starts from: the model and provider as the configuration and the command
+/// line chose them, and the configuration's LLM keys.
+#[derive(Debug, Clone, Default)]
 pub struct RawLlmConfig {
-    #[serde(alias = "openai_model")]
     pub model: Option<String>,
     pub provider: Option<Provider>,
+    pub high_reasoning_effort: bool,
+    pub keys: LlmKeys,
+}
+
+/// The LLM keys of a strategy file: `config/schema.rs` reads each from the YAML (type and
+/// range), run.yaml records them as read, and [`resolve`] checks them against the model table
+/// once the provider is known.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LlmKeys {
     pub base_url: Option<String>,
     pub max_tokens: Option<u32>,
     pub temperature: Option<f64>,
-    #[serde(default)]
-    pub high_reasoning_effort: bool,
     pub max_inflight: Option<u32>,
     pub requests_per_minute: Option<u32>,
     pub tokens_per_minute: Option<u64>,
@@ -373,12 +379,12 @@ pub struct RawLlmConfig {
     /// Tokens of prompt and reply together; overrides data/models.yaml, and replaces the
     /// assumed window for a model the table does not list.
     pub context_window: Option<u64>,
-    /// Per model name; overrides the data file's price for that model.
-    #[serde(default)]
+    /// Per model name: (input, output) USD per million tokens, overriding data/models.yaml.
     pub prices: BTreeMap<String, RawPrice>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// One model's price as the `prices` key writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPrice {
     pub input_usd_per_mtok: f64,
@@ -570,6 +576,7 @@ pub fn resolve_with_table(
         .map(str::trim)
         .filter(|model| !model.is_empty());
     let base_url = raw
+        .keys
         .base_url
         .as_deref()
         .map(|url| url.trim().trim_end_matches('/'))
@@ -629,7 +636,7 @@ pub fn resolve_with_table(
             }
         }
     };
-    let context_window = match (raw.context_window, &capability.context_window) {
+    let context_window = match (raw.keys.context_window, &capability.context_window) {
         (Some(tokens), _) => ContextWindow {
             tokens,
             source: WindowSource::Configured,
@@ -675,7 +682,7 @@ pub fn resolve_with_table(
         return Err(LlmConfigError::MissingApiKey { provider, env_var });
     }
 
-    let max_tokens = match raw.max_tokens {
+    let max_tokens = match raw.keys.max_tokens {
         Some(0) => {
             return Err(invalid("max_tokens", 0, "a positive number of tokens"));
         }
@@ -708,7 +715,7 @@ pub fn resolve_with_table(
         });
     }
 
-    if let Some(temperature) = raw.temperature {
+    if let Some(temperature) = raw.keys.temperature {
         let (range_end, expected) = if provider == Provider::Anthropic {
             (1.0, "a number from 0 to 1")
         } else {
@@ -730,7 +737,7 @@ pub fn resolve_with_table(
         base_url: Some(base_url),
         api_key,
         max_tokens,
-        temperature: raw.temperature,
+        temperature: raw.keys.temperature,
         high_reasoning_effort: raw.high_reasoning_effort,
         max_inflight: limits.max_inflight,
         requests_per_minute: limits.requests_per_minute,
@@ -756,18 +763,18 @@ struct Limits {
 }
 
 fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
-    let max_inflight = match raw.max_inflight {
+    let max_inflight = match raw.keys.max_inflight {
         Some(0) => return Err(invalid("max_inflight", 0, "at least 1")),
         Some(max_inflight) => max_inflight,
         None => DEFAULT_MAX_INFLIGHT,
     };
-    if raw.requests_per_minute == Some(0) {
+    if raw.keys.requests_per_minute == Some(0) {
         return Err(invalid("requests_per_minute", 0, "at least 1, or no limit"));
     }
-    if raw.tokens_per_minute == Some(0) {
+    if raw.keys.tokens_per_minute == Some(0) {
         return Err(invalid("tokens_per_minute", 0, "at least 1, or no limit"));
     }
-    let request_timeout = match raw.request_timeout_s {
+    let request_timeout = match raw.keys.request_timeout_s {
         Some(seconds) if seconds > 0.0 && seconds <= MAX_REQUEST_TIMEOUT.as_secs_f64() => {
             Duration::from_secs_f64(seconds)
         }
@@ -780,7 +787,7 @@ fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
         }
         None => DEFAULT_REQUEST_TIMEOUT,
     };
-    if let Some(tokens) = raw.context_window
+    if let Some(tokens) = raw.keys.context_window
         && !(1..=MAX_CONTEXT_WINDOW_TOKENS).contains(&tokens)
     {
         return Err(invalid(
@@ -789,7 +796,7 @@ fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
             "a positive number of tokens, at most 100000000",
         ));
     }
-    if let Some(budget_usd) = raw.budget_usd
+    if let Some(budget_usd) = raw.keys.budget_usd
         && !(budget_usd.is_finite() && budget_usd > 0.0)
     {
         return Err(invalid(
@@ -800,9 +807,9 @@ fn resolve_limits(raw: &RawLlmConfig) -> Result<Limits, LlmConfigError> {
     }
     Ok(Limits {
         max_inflight,
-        requests_per_minute: raw.requests_per_minute,
-        tokens_per_minute: raw.tokens_per_minute,
-        budget_usd: raw.budget_usd,
+        requests_per_minute: raw.keys.requests_per_minute,
+        tokens_per_minute: raw.keys.tokens_per_minute,
+        budget_usd: raw.keys.budget_usd,
         request_timeout,
     })
 }
@@ -819,7 +826,7 @@ fn replay_settings(
         model: model.clone(),
         base_url: None,
         api_key: None,
-        max_tokens: raw.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        max_tokens: raw.keys.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         temperature: None,
         high_reasoning_effort: false,
         max_inflight: limits.max_inflight,
@@ -873,15 +880,17 @@ fn configured_price(
     table_model: &str,
 ) -> Result<Option<Price>, LlmConfigError> {
     let found = raw
+        .keys
         .prices
         .get(model)
         .map(|price| (model, price))
         .or_else(|| {
             let base = strip_date_suffix(model)?;
-            raw.prices.get(base).map(|price| (base, price))
+            raw.keys.prices.get(base).map(|price| (base, price))
         })
         .or_else(|| {
-            raw.prices
+            raw.keys
+                .prices
                 .get(table_model)
                 .map(|price| (table_model, price))
         });
@@ -1037,8 +1046,11 @@ mod tests {
     fn check_sent_name(configured: &str, provider: Option<Provider>, sent: &str, warned: bool) {
         let settings = resolve_ok(&RawLlmConfig {
             provider,
-            base_url: (provider == Some(Provider::OpenAiCompatible))
-                .then(|| "http://relay.example/v1".to_string()),
+            keys: LlmKeys {
+                base_url: (provider == Some(Provider::OpenAiCompatible))
+                    .then(|| "http://relay.example/v1".to_string()),
+                ..LlmKeys::default()
+            },
             ..raw(configured)
         });
         assert_eq!(settings.model, sent, "{configured} over {provider:?}");
@@ -1100,9 +1112,12 @@ mod tests {
         expected: (u64, &str, u32),
     ) {
         let settings = resolve_ok(&RawLlmConfig {
-            context_window: configured,
-            max_tokens,
-            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            keys: LlmKeys {
+                context_window: configured,
+                max_tokens,
+                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                ..LlmKeys::default()
+            },
             ..raw(model)
         });
         let window = settings.context_window.unwrap();
@@ -1144,7 +1159,10 @@ mod tests {
             (32_768, "configured", 30_000),
         );
         let assumed = resolve_ok(&RawLlmConfig {
-            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+            keys: LlmKeys {
+                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                ..LlmKeys::default()
+            },
             ..raw("qwen3-coder")
         });
         let warned: Vec<String> = assumed
@@ -1162,8 +1180,11 @@ mod tests {
             ]
         );
         let configured = resolve_ok(&RawLlmConfig {
-            base_url: Some("http://127.0.0.1:8000/v1".to_string()),
-            context_window: Some(32_768),
+            keys: LlmKeys {
+                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                context_window: Some(32_768),
+                ..LlmKeys::default()
+            },
             ..raw("qwen3-coder")
         });
         assert!(
@@ -1178,9 +1199,12 @@ mod tests {
     fn max_tokens_must_leave_room_for_a_prompt() {
         let error = resolve(
             &RawLlmConfig {
-                base_url: Some("http://127.0.0.1:8000/v1".to_string()),
-                context_window: Some(8_192),
-                max_tokens: Some(8_192),
+                keys: LlmKeys {
+                    base_url: Some("http://127.0.0.1:8000/v1".to_string()),
+                    context_window: Some(8_192),
+                    max_tokens: Some(8_192),
+                    ..LlmKeys::default()
+                },
                 ..raw("llama")
             },
             &env_with(KEYS),
@@ -1194,7 +1218,10 @@ mod tests {
         for tokens in [0, 100_000_001] {
             let error = resolve(
                 &RawLlmConfig {
-                    context_window: Some(tokens),
+                    keys: LlmKeys {
+                        context_window: Some(tokens),
+                        ..LlmKeys::default()
+                    },
                     ..raw("gpt-5")
                 },
                 &env_with(KEYS),
@@ -1287,9 +1314,12 @@ mod tests {
     #[test]
     fn unknown_model_with_base_url_is_openai_compatible_and_warned() {
         let settings = resolve_ok(&RawLlmConfig {
-            base_url: Some("http://127.0.0.1:8000/v1/".to_string()),
-            temperature: Some(0.7),
             high_reasoning_effort: true,
+            keys: LlmKeys {
+                base_url: Some("http://127.0.0.1:8000/v1/".to_string()),
+                temperature: Some(0.7),
+                ..LlmKeys::default()
+            },
             ..raw("qwen3-coder")
         });
         assert_eq!(settings.provider, Provider::OpenAiCompatible);
@@ -1316,8 +1346,11 @@ mod tests {
     #[test]
     fn unknown_hosted_model_gets_neither_temperature_nor_effort() {
         let settings = resolve_ok(&RawLlmConfig {
-            temperature: Some(0.5),
             high_reasoning_effort: true,
+            keys: LlmKeys {
+                temperature: Some(0.5),
+                ..LlmKeys::default()
+            },
             ..raw("claude-future-9")
         });
         assert_eq!(settings.temperature_to_send(), None);
@@ -1347,7 +1380,10 @@ mod tests {
         let compatible = resolve(
             &RawLlmConfig {
                 provider: Some(Provider::OpenAiCompatible),
-                base_url: Some("http://localhost:8000/v1".to_string()),
+                keys: LlmKeys {
+                    base_url: Some("http://localhost:8000/v1".to_string()),
+                    ..LlmKeys::default()
+                },
                 ..raw("llama")
             },
             &no_keys,
@@ -1374,7 +1410,10 @@ mod tests {
         assert_eq!(error, LlmConfigError::MissingBaseUrl);
         let error = resolve(
             &RawLlmConfig {
-                base_url: Some("localhost:8000".to_string()),
+                keys: LlmKeys {
+                    base_url: Some("localhost:8000".to_string()),
+                    ..LlmKeys::default()
+                },
                 ..raw("llama")
             },
             &env_with(KEYS),
@@ -1394,7 +1433,10 @@ mod tests {
             Some("https://api.openai.com/v1")
         );
         let relay = resolve_ok(&RawLlmConfig {
-            base_url: Some("https://relay.example/anthropic".to_string()),
+            keys: LlmKeys {
+                base_url: Some("https://relay.example/anthropic".to_string()),
+                ..LlmKeys::default()
+            },
             ..raw("claude-haiku-4-5")
         });
         assert_eq!(relay.provider, Provider::Anthropic);
@@ -1405,26 +1447,37 @@ mod tests {
     }
 
     #[test]
-    fn openai_model_is_an_alias_of_model() {
-        let raw: RawLlmConfig = serde_yaml::from_str("openai_model: gpt-5\n").unwrap();
-        assert_eq!(raw.model.as_deref(), Some("gpt-5"));
-        let unknown_key = serde_yaml::from_str::<RawLlmConfig>("modle: gpt-5\n").unwrap_err();
-        assert!(unknown_key.to_string().contains("unknown field `modle`"));
-        let bad_provider = serde_yaml::from_str::<RawLlmConfig>("provider: azure\n").unwrap_err();
-        assert!(bad_provider.to_string().contains("openai_compatible"));
+    fn providers_are_named_as_the_configuration_names_them() {
+        for (name, provider) in [
+            ("anthropic", Provider::Anthropic),
+            ("openai", Provider::OpenAi),
+            ("openai_compatible", Provider::OpenAiCompatible),
+            ("replay", Provider::Replay),
+        ] {
+            let read: Provider = serde_json::from_value(serde_json::json!(name)).unwrap();
+            assert_eq!(read, provider);
+        }
+        let bad_provider = serde_json::from_value::<Provider>(serde_json::json!("azure"));
+        assert!(bad_provider.is_err());
     }
 
     #[test]
     fn max_tokens_is_taken_as_configured_and_checked_against_the_model() {
         let settings = resolve_ok(&RawLlmConfig {
-            max_tokens: Some(100_000),
+            keys: LlmKeys {
+                max_tokens: Some(100_000),
+                ..LlmKeys::default()
+            },
             ..raw("claude-opus-4-7")
         });
         assert_eq!(settings.max_tokens, 100_000);
         assert_eq!(
             resolve(
                 &RawLlmConfig {
-                    max_tokens: Some(64_000),
+                    keys: LlmKeys {
+                        max_tokens: Some(64_000),
+                        ..LlmKeys::default()
+                    },
                     ..raw("claude-opus-4-1")
                 },
                 &env_with(KEYS)
@@ -1448,35 +1501,50 @@ mod tests {
         };
         check(
             RawLlmConfig {
-                temperature: Some(1.5),
+                keys: LlmKeys {
+                    temperature: Some(1.5),
+                    ..LlmKeys::default()
+                },
                 ..raw("claude-sonnet-4-6")
             },
             "invalid temperature 1.5: expected a number from 0 to 1",
         );
         check(
             RawLlmConfig {
-                max_tokens: Some(0),
+                keys: LlmKeys {
+                    max_tokens: Some(0),
+                    ..LlmKeys::default()
+                },
                 ..raw("gpt-5")
             },
             "invalid max_tokens 0: expected a positive number of tokens",
         );
         check(
             RawLlmConfig {
-                budget_usd: Some(-1.0),
+                keys: LlmKeys {
+                    budget_usd: Some(-1.0),
+                    ..LlmKeys::default()
+                },
                 ..raw("gpt-5")
             },
             "invalid budget_usd -1: expected a positive amount of USD",
         );
         check(
             RawLlmConfig {
-                request_timeout_s: Some(0.0),
+                keys: LlmKeys {
+                    request_timeout_s: Some(0.0),
+                    ..LlmKeys::default()
+                },
                 ..raw("gpt-5")
             },
             "invalid request_timeout_s 0: expected a positive number of seconds, at most 86400",
         );
         check(
             RawLlmConfig {
-                request_timeout_s: Some(1e30),
+                keys: LlmKeys {
+                    request_timeout_s: Some(1e30),
+                    ..LlmKeys::default()
+                },
                 ..raw("gpt-5")
             },
             "invalid request_timeout_s 1000000000000000000000000000000: expected a positive \
@@ -1484,7 +1552,10 @@ mod tests {
         );
         check(
             RawLlmConfig {
-                max_inflight: Some(0),
+                keys: LlmKeys {
+                    max_inflight: Some(0),
+                    ..LlmKeys::default()
+                },
                 ..raw("gpt-5")
             },
             "invalid max_inflight 0: expected at least 1",
@@ -1499,8 +1570,11 @@ mod tests {
     fn budget_needs_a_price() {
         let error = resolve(
             &RawLlmConfig {
-                budget_usd: Some(10.0),
-                base_url: Some("http://localhost:8000/v1".to_string()),
+                keys: LlmKeys {
+                    budget_usd: Some(10.0),
+                    base_url: Some("http://localhost:8000/v1".to_string()),
+                    ..LlmKeys::default()
+                },
                 ..raw("llama")
             },
             &env_with(KEYS),
@@ -1514,15 +1588,18 @@ mod tests {
         );
         assert!(error.to_string().contains("prices.llama"));
         let priced = resolve_ok(&RawLlmConfig {
-            budget_usd: Some(10.0),
-            base_url: Some("http://localhost:8000/v1".to_string()),
-            prices: BTreeMap::from([(
-                "llama".to_string(),
-                RawPrice {
-                    input_usd_per_mtok: 0.1,
-                    output_usd_per_mtok: 0.2,
-                },
-            )]),
+            keys: LlmKeys {
+                budget_usd: Some(10.0),
+                base_url: Some("http://localhost:8000/v1".to_string()),
+                prices: BTreeMap::from([(
+                    "llama".to_string(),
+                    RawPrice {
+                        input_usd_per_mtok: 0.1,
+                        output_usd_per_mtok: 0.2,
+                    },
+                )]),
+                ..LlmKeys::default()
+            },
             ..raw("llama")
         });
         assert_eq!(priced.capability.price.unwrap().output_usd_per_mtok, 0.2);
@@ -1538,13 +1615,16 @@ mod tests {
         );
         assert!(price.source.starts_with("data/models.yaml: https://"));
         let settings = resolve_ok(&RawLlmConfig {
-            prices: BTreeMap::from([(
-                "claude-sonnet-4-5".to_string(),
-                RawPrice {
-                    input_usd_per_mtok: 2.0,
-                    output_usd_per_mtok: 10.0,
-                },
-            )]),
+            keys: LlmKeys {
+                prices: BTreeMap::from([(
+                    "claude-sonnet-4-5".to_string(),
+                    RawPrice {
+                        input_usd_per_mtok: 2.0,
+                        output_usd_per_mtok: 10.0,
+                    },
+                )]),
+                ..LlmKeys::default()
+            },
             ..raw("claude-sonnet-4-5-20250929")
         });
         let price = settings.capability.price.unwrap();
@@ -1554,13 +1634,16 @@ mod tests {
         );
         assert_eq!(price.source, "configuration (prices.claude-sonnet-4-5)");
         let under_an_alias = resolve_ok(&RawLlmConfig {
-            prices: BTreeMap::from([(
-                "claude-opus-4.5".to_string(),
-                RawPrice {
-                    input_usd_per_mtok: 4.0,
-                    output_usd_per_mtok: 20.0,
-                },
-            )]),
+            keys: LlmKeys {
+                prices: BTreeMap::from([(
+                    "claude-opus-4.5".to_string(),
+                    RawPrice {
+                        input_usd_per_mtok: 4.0,
+                        output_usd_per_mtok: 20.0,
+                    },
+                )]),
+                ..LlmKeys::default()
+            },
             ..raw("claude-opus-4.5")
         });
         assert_eq!(
@@ -1569,13 +1652,16 @@ mod tests {
         );
         let error = resolve(
             &RawLlmConfig {
-                prices: BTreeMap::from([(
-                    "gpt-5".to_string(),
-                    RawPrice {
-                        input_usd_per_mtok: f64::NAN,
-                        output_usd_per_mtok: 1.0,
-                    },
-                )]),
+                keys: LlmKeys {
+                    prices: BTreeMap::from([(
+                        "gpt-5".to_string(),
+                        RawPrice {
+                            input_usd_per_mtok: f64::NAN,
+                            output_usd_per_mtok: 1.0,
+                        },
+                    )]),
+                    ..LlmKeys::default()
+                },
                 ..raw("gpt-5")
             },
             &env_with(KEYS),
@@ -1598,9 +1684,12 @@ mod tests {
         expected: (Option<f64>, Option<ReasoningRequest>),
     ) {
         let settings = resolve_ok(&RawLlmConfig {
-            max_tokens,
-            temperature,
             high_reasoning_effort,
+            keys: LlmKeys {
+                max_tokens,
+                temperature,
+                ..LlmKeys::default()
+            },
             ..raw(model)
         });
         assert_eq!(
@@ -1664,7 +1753,10 @@ mod tests {
         let warnings = |raw: RawLlmConfig| resolve_ok(&raw).warnings;
         assert_eq!(
             warnings(RawLlmConfig {
-                temperature: Some(0.3),
+                keys: LlmKeys {
+                    temperature: Some(0.3),
+                    ..LlmKeys::default()
+                },
                 ..raw("claude-opus-4-7")
             }),
             vec![LlmConfigWarning::TemperatureNotAccepted {
@@ -1673,8 +1765,11 @@ mod tests {
         );
         assert_eq!(
             warnings(RawLlmConfig {
-                temperature: Some(0.3),
                 high_reasoning_effort: true,
+                keys: LlmKeys {
+                    temperature: Some(0.3),
+                    ..LlmKeys::default()
+                },
                 ..raw("claude-sonnet-4-6")
             }),
             vec![LlmConfigWarning::TemperatureDroppedForReasoning {
@@ -1693,8 +1788,11 @@ mod tests {
         );
         assert_eq!(
             warnings(RawLlmConfig {
-                max_tokens: Some(1_500),
                 high_reasoning_effort: true,
+                keys: LlmKeys {
+                    max_tokens: Some(1_500),
+                    ..LlmKeys::default()
+                },
                 ..raw("claude-haiku-4-5")
             }),
             vec![LlmConfigWarning::MaxTokensTooSmallForThinking {
@@ -1711,7 +1809,10 @@ mod tests {
         let settings = resolve(
             &RawLlmConfig {
                 provider: Some(Provider::Replay),
-                budget_usd: Some(1.0),
+                keys: LlmKeys {
+                    budget_usd: Some(1.0),
+                    ..LlmKeys::default()
+                },
                 ..RawLlmConfig::default()
             },
             &env_with(&[]),

@@ -71,6 +71,33 @@ pub async fn terminate_with_grace(
     }
 }
 
+/// How a child waited for under a deadline ended.
+#[derive(Debug)]
+pub enum WaitOutcome {
+    /// The leader exited within the deadline: its status.
+    Exited(ExitStatus),
+    /// The leader was still running at the deadline, and the group was ended with
+    /// [`terminate_with_grace`]: how that went.
+    PastDeadline(io::Result<Termination>),
+}
+
+/// Waits up to `deadline` for the child's leader to exit; past it, ends the whole group with
+/// [`terminate_with_grace`]. For the children kactors runs before its actor system, and with it
+/// the Watchdog, exists (`kactors check`'s and the preflight's probes); once actors run, the
+/// Watchdog keeps every child's deadline.
+pub async fn wait_or_terminate(
+    child: &mut RunningChild,
+    deadline: Duration,
+    grace: Duration,
+) -> io::Result<WaitOutcome> {
+    match timeout(deadline, child.wait()).await {
+        Ok(status) => status.map(WaitOutcome::Exited),
+        Err(_deadline_passed) => Ok(WaitOutcome::PastDeadline(
+            terminate_with_grace(child, grace).await,
+        )),
+    }
+}
+
 /// Whether the group has no running member left by `deadline`.
 async fn group_gone_by(group: ProcessGroup, deadline: Instant) -> io::Result<bool> {
     loop {
@@ -147,6 +174,51 @@ mod tests {
         );
         assert!(took >= GRACE && took < GRACE + MARGIN, "took {took:?}");
         eventually_gone(group, &[grandchild]).await;
+    }
+
+    #[tokio::test]
+    async fn a_child_that_ends_within_its_deadline_is_only_waited_for() {
+        let scratch = Scratch::new();
+        let mut child = spawn(&scratch.sh("exit 3", false)).unwrap();
+
+        let outcome = wait_or_terminate(&mut child, MARGIN, GRACE).await.unwrap();
+
+        match outcome {
+            WaitOutcome::Exited(status) => assert_eq!(status.code(), Some(3)),
+            WaitOutcome::PastDeadline(termination) => panic!("ended: {termination:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_child_past_its_deadline_is_ended_with_its_group() {
+        let scratch = Scratch::new();
+        let mut child = spawn(&scratch.sh("sleep 60 & echo $! >&4; wait", true)).unwrap();
+        let replies = &mut child.protocol.as_mut().unwrap().replies;
+        let grandchild =
+            Pid::from_raw(replies.recv_line().await.unwrap().unwrap().parse().unwrap());
+        let deadline = Duration::from_millis(200);
+        let started = Instant::now();
+
+        let outcome = wait_or_terminate(&mut child, deadline, GRACE)
+            .await
+            .unwrap();
+
+        let took = started.elapsed();
+        match outcome {
+            WaitOutcome::PastDeadline(Ok(termination)) => assert_eq!(
+                termination
+                    .leader_status()
+                    .and_then(|status| status.signal()),
+                Some(SIGTERM),
+                "{termination:?}"
+            ),
+            other => panic!("not ended at the deadline: {other:?}"),
+        }
+        assert!(
+            took >= deadline && took < deadline + GRACE + MARGIN,
+            "took {took:?}"
+        );
+        eventually_gone(child.group(), &[grandchild]).await;
     }
 
     #[tokio::test]

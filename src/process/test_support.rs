@@ -90,7 +90,7 @@ fn inherited_environment() -> ChildEnv {
 }
 
 /// Whether `pid` is a process that has not exited; a zombie has.
-pub(super) fn is_running(pid: Pid) -> bool {
+pub(crate) fn is_running(pid: Pid) -> bool {
     fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|stat| ProcStat::parse(&stat))

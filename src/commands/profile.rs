@@ -15,9 +15,8 @@ use actors::model::DeviceId;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::ProfileArgs;
-use crate::commands::CommandError;
 use crate::config::ranges::{MAX_DURATION_S, max_duration_words, number_words};
-use crate::config::{CliOverrides, Platform, Strategies, parse_config, resolve};
+use crate::config::{CliOverrides, Platform};
 use crate::console;
 use crate::devices::{Device, GpuLock, HostEnvironment, lock_devices, select_devices};
 use crate::exit;
@@ -27,21 +26,21 @@ use crate::profiling::{
     ProfileReport, ProfileTarget, bottleneck_word, profile_once, standalone_watchdog,
 };
 
+use super::CommandError;
+use super::settings::load_strategy;
+
 /// What ended the profile command's actor system.
 enum Finished {
     Profiled(Box<ProfileReport>),
     Interrupted,
 }
 
-pub fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
-    let strategies = Strategies::new(args.config_dir.config_dir.clone());
-    let file = strategies.find(&args.strategy)?;
-    let config = parse_config(&file.display_name(), &file.text)?;
+pub(super) fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
     let overrides = CliOverrides {
         python: args.python.clone(),
         ..CliOverrides::default()
     };
-    let mut settings = resolve(&file, &config, &overrides)?;
+    let mut settings = load_strategy(&args.config_dir, &args.strategy, &overrides)?.settings;
     for warning in &settings.warnings {
         console::err(format_args!("kactors: warning: {warning}"));
     }

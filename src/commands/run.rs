@@ -15,19 +15,21 @@ use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
 use crate::cli::RunArgs;
-use crate::commands::CommandError;
-use crate::config::{CliOverrides, LlmChoice, RunSettings, Strategies, parse_config, resolve};
+use crate::config::{CliOverrides, LlmChoice, RunSettings};
 use crate::console;
 use crate::devices::{DeviceKind, HostEnvironment, SelectedVendor};
 use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
-use crate::llm;
+use crate::llm::{self, LlmKeys};
 use crate::progress::{JsonProgress, PlainProgress, SystemClock};
 use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
 use crate::signals::{ProcessGroupSignaller, forward_signals};
+
+use super::CommandError;
+use super::settings::load_strategy;
 
 /// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
 /// keeps killing its worker does not spin for hours.
@@ -79,41 +81,12 @@ fn llm_provider(
             model,
             keys,
         } => {
-            let provider = provider
-                .as_deref()
-                .map(|name| {
-                    serde_json::from_value::<llm::Provider>(serde_json::Value::String(name.to_string())).map_err(|_| {
-                        CommandError::Environment(format!(
-                            "unknown llm provider `{name}`: expected anthropic, openai, openai_compatible or replay"
-                        ))
-                    })
-                })
-                .transpose()?;
-            let raw = llm::RawLlmConfig {
-                model: model.clone(),
-                provider,
-                base_url: keys.base_url.clone(),
-                max_tokens: keys.max_tokens,
-                temperature: keys.temperature,
-                high_reasoning_effort: settings.high_reasoning_effort,
-                max_inflight: keys.max_inflight,
-                requests_per_minute: keys.requests_per_minute,
-                tokens_per_minute: keys.tokens_per_minute,
-                budget_usd: keys.budget_usd,
-                request_timeout_s: keys.request_timeout_s,
-                context_window: keys.context_window,
-                prices: keys
-                    .prices
-                    .iter()
-                    .map(|(model, price)| {
-                        let price = llm::RawPrice {
-                            input_usd_per_mtok: price.input_usd_per_mtok,
-                            output_usd_per_mtok: price.output_usd_per_mtok,
-                        };
-                        (model.clone(), price)
-                    })
-                    .collect(),
-            };
+            let raw = remote_llm_config(
+                provider.as_deref(),
+                model,
+                keys,
+                settings.high_reasoning_effort,
+            )?;
             let resolved = llm::resolve(&raw, &|name| std::env::var(name).ok())?;
             for warning in &resolved.warnings {
                 console::err(format_args!("kactors: warning: {warning}"));
@@ -128,6 +101,31 @@ fn llm_provider(
             ))
         }
     }
+}
+
+/// The llm module's configuration of an HTTP provider: the provider and model as the strategy
+/// (or `--provider`) chose them, and the strategy's LLM keys as the configuration read them.
+fn remote_llm_config(
+    provider: Option<&str>,
+    model: &Option<String>,
+    keys: &LlmKeys,
+    high_reasoning_effort: bool,
+) -> Result<llm::RawLlmConfig, CommandError> {
+    let provider = provider
+        .map(|name| {
+            serde_json::from_value::<llm::Provider>(serde_json::Value::String(name.to_string())).map_err(|_| {
+                CommandError::Environment(format!(
+                    "unknown llm provider `{name}`: expected anthropic, openai, openai_compatible or replay"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(llm::RawLlmConfig {
+        model: model.clone(),
+        provider,
+        high_reasoning_effort,
+        keys: keys.clone(),
+    })
 }
 
 /// run.yaml: the resolved configuration, and what the machine was when the run started (the
@@ -184,17 +182,14 @@ fn init_logging(run_root: &Path) {
         .try_init();
 }
 
-pub fn run(args: RunArgs) -> Result<i32, CommandError> {
-    let strategies = Strategies::new(args.config_dir.config_dir.clone());
-    let file = strategies.find(&args.strategy)?;
-    let config = parse_config(&file.display_name(), &file.text)?;
+pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
     let overrides = CliOverrides {
         workers: args.workers,
         max_rounds: args.max_rounds,
         provider: args.provider.clone(),
         python: args.python.clone(),
     };
-    let settings = resolve(&file, &config, &overrides)?;
+    let settings = load_strategy(&args.config_dir, &args.strategy, &overrides)?.settings;
     for warning in &settings.warnings {
         console::err(format_args!("kactors: warning: {warning}"));
     }
@@ -379,5 +374,76 @@ fn outcome_word(outcome: &actors::journal::RunOutcome) -> &'static str {
         actors::journal::RunOutcome::Failed => "run failed",
         actors::journal::RunOutcome::Interrupted => "run interrupted",
         actors::journal::RunOutcome::Refused => "run refused",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{StrategyFile, StrategySource, parse_config, resolve};
+
+    fn remote(text: &str) -> (Option<String>, Option<String>, LlmKeys, bool) {
+        let file = StrategyFile {
+            name: "remote".into(),
+            source: StrategySource::File("/cfg/remote.yaml".into()),
+            text: text.into(),
+        };
+        let config = parse_config("remote.yaml", text).unwrap();
+        let settings = resolve(&file, &config, &CliOverrides::default()).unwrap();
+        match settings.llm {
+            LlmChoice::Remote {
+                provider,
+                model,
+                keys,
+            } => (provider, model, keys, settings.high_reasoning_effort),
+            other => panic!("not a remote provider: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_strategys_llm_keys_reach_the_llm_settings_as_written() {
+        let (provider, model, keys, high_reasoning_effort) = remote(
+            "model: gpt-5\nprovider: openai\nhigh_reasoning_effort: true\n\
+             base_url: http://relay.example/v1\nmax_tokens: 4096\ntemperature: 0.5\n\
+             max_inflight: 3\nrequests_per_minute: 50\ntokens_per_minute: 90000\n\
+             budget_usd: 12.5\nrequest_timeout_s: 120\ncontext_window: 200000\nprices:\n  \
+             gpt-5:\n    input_usd_per_mtok: 1.25\n    output_usd_per_mtok: 10\n",
+        );
+        let raw =
+            remote_llm_config(provider.as_deref(), &model, &keys, high_reasoning_effort).unwrap();
+        let api_key = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_string());
+        let settings = llm::resolve(&raw, &api_key).unwrap();
+        assert_eq!(settings.provider, llm::Provider::OpenAi);
+        assert_eq!(settings.model, "gpt-5");
+        assert!(settings.high_reasoning_effort);
+        assert_eq!(
+            settings.base_url.as_deref(),
+            Some("http://relay.example/v1")
+        );
+        assert_eq!(settings.max_tokens, 4096);
+        assert_eq!(settings.temperature, Some(0.5));
+        assert_eq!(settings.max_inflight, 3);
+        assert_eq!(settings.requests_per_minute, Some(50));
+        assert_eq!(settings.tokens_per_minute, Some(90_000));
+        assert_eq!(settings.budget_usd, Some(12.5));
+        assert_eq!(settings.request_timeout, Duration::from_secs(120));
+        let price = settings.capability.price.unwrap();
+        assert_eq!(price.source, "configuration (prices.gpt-5)");
+        assert_eq!(
+            (price.input_usd_per_mtok, price.output_usd_per_mtok),
+            (1.25, 10.0)
+        );
+    }
+
+    #[test]
+    fn an_unknown_provider_is_refused_by_name() {
+        let (provider, model, keys, _) = remote("model: gpt-5\nprovider: azure\n");
+        let error = remote_llm_config(provider.as_deref(), &model, &keys, false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "unknown llm provider `azure`: expected anthropic, openai, openai_compatible or replay"
+        );
     }
 }

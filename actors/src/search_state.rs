@@ -474,4 +474,87 @@ impl SearchState {
     pub fn profiling(&self) -> bool {
         self.core.profiling
     }
+
+    /// What every state the fold reaches must hold, at every prefix of a journal: each device's
+    /// load counts its candidates on it, the candidates still asking are those planned and not
+    /// answered, every pending request is about a known candidate, the beam is verified and
+    /// sorted, and best_kernel.py's kernel is the fastest verified one.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let core = &self.core;
+        let mut load: BTreeMap<DeviceId, usize> =
+            core.config.devices.iter().map(|d| (*d, 0)).collect();
+        for candidate in core.candidates.values() {
+            if candidate.phase == Phase::Evaluating {
+                *load.entry(candidate.device).or_insert(0) += 1;
+            }
+        }
+        if load != core.device_load {
+            return Err(format!(
+                "device load {:?}, candidates on devices {load:?}",
+                core.device_load
+            ));
+        }
+        let asking: BTreeSet<CandidateId> = core
+            .candidates
+            .iter()
+            .filter(|(_, c)| {
+                c.parent.is_some()
+                    && c.attempt == 0
+                    && matches!(c.phase, Phase::Waiting | Phase::Asking)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        if asking != core.asking {
+            return Err(format!(
+                "asking {:?}, candidates not answered {asking:?}",
+                core.asking
+            ));
+        }
+        for request in core.requests.pending() {
+            let about = match &request.cancelled {
+                Event::ProposalReceived { candidate, .. }
+                | Event::AnalysisReceived { candidate, .. }
+                | Event::ReflexionReceived { candidate, .. } => *candidate,
+                _ => {
+                    return Err(format!(
+                        "request {} has no reply record",
+                        request.request_id
+                    ));
+                }
+            };
+            if !core.candidates.contains_key(&about) {
+                return Err(format!(
+                    "request {} is about unknown candidate {about}",
+                    request.request_id
+                ));
+            }
+        }
+        if let Some(beam) = &core.beam {
+            let members = beam.members();
+            if members
+                .windows(2)
+                .any(|pair| pair[0].time_ms > pair[1].time_ms)
+            {
+                return Err("the beam is not sorted fastest first".into());
+            }
+            if let Some(stray) = members
+                .iter()
+                .find(|m| !core.verified_ms.contains_key(&m.id))
+            {
+                return Err(format!("beam member {} was never verified", stray.id));
+            }
+        }
+        let fastest = core
+            .verified_ms
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
+            .map(|(id, ms)| (*id, *ms));
+        if fastest.map(|(_, ms)| ms) != core.best.map(|(_, ms)| ms) {
+            return Err(format!(
+                "best {:?}, fastest verified {fastest:?}",
+                core.best
+            ));
+        }
+        Ok(())
+    }
 }

@@ -15,6 +15,7 @@ use actors::model::{
 };
 use actors::ports::*;
 use actors::search::{Pacing, SearchKind, SearchSettings};
+use actors::search_state::{SearchConfig, SearchState};
 use actors::supervisor::{Interrupt, RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
 use tokio::sync::{oneshot, watch};
 
@@ -581,6 +582,8 @@ fn run_recorded(scenario: Scenario) -> Ran {
         prompts: port_prompts,
     });
     let interrupt_after = scenario.interrupt_after;
+    let store_fault = scenario.store;
+    let search_config = plan.manager.search_config();
     let result = actix::System::new().block_on(async move {
         let (sender, receiver) = oneshot::channel();
         let supervisor = Supervisor::new(io, ports, plan, sender).start();
@@ -597,12 +600,15 @@ fn run_recorded(scenario: Scenario) -> Ran {
             .expect("the run ends within 20 s: nothing waits for an answer that never comes")
             .expect("the supervisor answers")
     });
-    let events = journal
+    let events: Vec<Event> = journal
         .lock()
         .unwrap()
         .iter()
         .map(|r| r.event.clone())
         .collect();
+    if store_fault == StoreFault::None {
+        assert_the_journal_folds_to_the_live_state(search_config, &events, &result);
+    }
     let requests = requests.borrow().clone();
     let peak_code_requests = code_in_flight.borrow().1;
     let best_written = best_written.lock().unwrap().clone();
@@ -613,6 +619,28 @@ fn run_recorded(scenario: Scenario) -> Ran {
         requests,
         peak_code_requests,
         best_written,
+    }
+}
+
+/// Issue 12: the journal a run wrote rebuilds the search's state the run ended with, and every
+/// prefix of it folds to a state that holds the state's invariants.
+fn assert_the_journal_folds_to_the_live_state(
+    config: SearchConfig,
+    events: &[Event],
+    result: &RunResult,
+) {
+    for end in 0..=events.len() {
+        let state = SearchState::rebuild(config.clone(), &events[..end]);
+        if let Err(broken) = state.check_invariants() {
+            panic!("the journal's first {end} records fold to a broken state: {broken}");
+        }
+    }
+    if let Some(live) = &result.search {
+        let rebuilt = SearchState::rebuild(config, events);
+        assert!(
+            rebuilt == *live,
+            "the journal folds to another state than the live one"
+        );
     }
 }
 

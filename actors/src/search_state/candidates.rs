@@ -143,6 +143,9 @@ impl Core {
                 resolution
             }
             ReplyOutcome::Refused => {
+                if let Some(c) = self.candidates.get_mut(&id) {
+                    c.phase = Phase::Resolved;
+                }
                 return self.finish(
                     RunOutcome::Failed,
                     format!("the llm provider refused the credentials: {error}"),
@@ -266,6 +269,7 @@ impl Core {
             // A device whose evaluator cannot start can evaluate nothing: before the initial
             // kernel nothing was (the run is refused), later the run cannot go on.
             EvaluationOutcome::Unstartable if candidate.parent.is_none() => {
+                candidate.phase = Phase::Resolved;
                 let reason = result.reason;
                 let resolution = rejected(reason.clone(), false);
                 let candidate = candidate.clone();

@@ -1,1 +1,489 @@
+//! The search state driven by records alone: each case applies inputs one at a time and checks
+//! the decisions each one leads to, written one per line.
 
+use super::*;
+use crate::journal::{EvaluationOutcome, ReplyOutcome};
+use crate::search::SearchKind;
+
+fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchConfig {
+    SearchConfig {
+        search: SearchSettings {
+            kind: SearchKind::Beam,
+            num_top_kernels: n,
+            num_bottlenecks: m,
+            max_rounds: rounds,
+            max_no_improvement: None,
+        },
+        pacing,
+        devices: (0..devices).map(DeviceId).collect(),
+        profile_parents: false,
+        time_references: false,
+        max_refinements: 0,
+        stop_at_roofline: false,
+    }
+}
+
+fn started(source: &str) -> Event {
+    Event::RunStarted {
+        strategy: "test".into(),
+        platform: "noop".into(),
+        simulated: true,
+        search: "beam_search".into(),
+        num_top_kernels: 1,
+        num_bottlenecks: 1,
+        max_rounds: 1,
+        devices: Vec::new(),
+        initial_source: source.into(),
+    }
+}
+
+fn evaluated(
+    candidate: u64,
+    device: u32,
+    attempt: u32,
+    outcome: EvaluationOutcome,
+    ms: Option<f64>,
+) -> Event {
+    Event::Evaluated {
+        candidate: CandidateId(candidate),
+        parent: None,
+        round: 0,
+        device: DeviceId(device),
+        attempt,
+        outcome,
+        time_ms: ms,
+        provenance: ms.map(|_| Provenance::Simulated),
+        reason: match outcome {
+            EvaluationOutcome::Verified => None,
+            EvaluationOutcome::WrongOutput => Some("verification failed: wrong output".into()),
+            _ => Some("an illegal memory access".into()),
+        },
+        launched_kernels: vec!["k".into()],
+    }
+}
+
+fn verified(candidate: u64, device: u32, ms: f64) -> Event {
+    evaluated(candidate, device, 0, EvaluationOutcome::Verified, Some(ms))
+}
+
+fn answered(
+    candidate: u64,
+    device: u32,
+    attempt: u32,
+    outcome: ReplyOutcome,
+    code: Option<&str>,
+) -> Event {
+    Event::ProposalReceived {
+        candidate: CandidateId(candidate),
+        parent: CandidateId::INITIAL,
+        round: 1,
+        device: DeviceId(device),
+        request_id: format!("r1-c{candidate}"),
+        attempt,
+        outcome,
+        truncated: false,
+        usage: None,
+        cost_usd: None,
+        error: (outcome != ReplyOutcome::Code).then(|| "the server said no".to_string()),
+        code: code.map(str::to_string),
+        reply: None,
+    }
+}
+
+fn code(candidate: u64, device: u32, text: &str) -> Event {
+    answered(candidate, device, 0, ReplyOutcome::Code, Some(text))
+}
+
+fn analysed(parent: u64, round: u32, titles: &[&str]) -> Event {
+    Event::AnalysisReceived {
+        candidate: CandidateId(parent),
+        round,
+        request_id: format!("r{round}-c{parent}-analysis"),
+        requested: titles.len() as u32,
+        returned: titles.len() as u32,
+        bottlenecks: titles
+            .iter()
+            .map(|title| AnalyzedBottleneck {
+                title: title.to_string(),
+                causes: Vec::new(),
+                fixes: Vec::new(),
+            })
+            .collect(),
+        outcome: ReplyOutcome::Answered,
+        usage: None,
+        cost_usd: None,
+        error: None,
+        reply: None,
+    }
+}
+
+/// One line per decision: what a reader of the journal or of the Manager would want to see.
+fn describe(decision: &Decision) -> String {
+    match decision {
+        Decision::Record(event) => match event {
+            Event::CandidatePlanned {
+                candidate,
+                parent,
+                round,
+                proposal_index,
+                device,
+            } => format!(
+                "planned {candidate} in round {round} from {parent} (proposal {proposal_index}) on {device}"
+            ),
+            Event::RoundStarted { round, parents } => {
+                format!("round {round} starts from {parents:?}")
+            }
+            Event::CandidateFinished {
+                candidate,
+                passed,
+                time_ms,
+                reason,
+                ..
+            } => match (passed, time_ms, reason) {
+                (true, Some(ms), _) => format!("{candidate} finished at {ms} ms"),
+                (_, _, Some(reason)) => format!("{candidate} failed: {reason}"),
+                _ => format!("{candidate} finished"),
+            },
+            Event::BeamUpdated { round, beam } => format!(
+                "beam after round {round}: {:?}",
+                beam.iter().map(|m| m.candidate.0).collect::<Vec<_>>()
+            ),
+            Event::RoundFinished {
+                round,
+                proposed,
+                verified,
+                failed,
+                duplicates,
+                ..
+            } => format!(
+                "round {round} done: {proposed} proposed, {verified} verified, {failed} failed, {duplicates} duplicates"
+            ),
+            Event::ProposalRequested { request_id, .. } => format!("journal request {request_id}"),
+            Event::AnalysisRequested { request_id, .. } => format!("journal request {request_id}"),
+            Event::ReflexionRequested { request_id, .. } => format!("journal request {request_id}"),
+            Event::RefinementRequested {
+                candidate,
+                attempt,
+                error,
+                ..
+            } => format!("refine {candidate}, attempt {attempt}: {error}"),
+            other => format!("record {other:?}"),
+        },
+        Decision::Evaluate {
+            candidate,
+            device,
+            attempt,
+            source,
+            ..
+        } => format!(
+            "evaluate {candidate} on {device}, attempt {attempt}: {}",
+            source.text()
+        ),
+        Decision::Profile { parent, device, .. } => format!("profile {} on {device}", parent.id),
+        Decision::RequestAnalysis { context, .. } => format!(
+            "ask for {} bottlenecks of {}",
+            context.num_bottlenecks, context.candidate
+        ),
+        Decision::RequestProposal { context, .. } => format!(
+            "ask for {} from {} (proposal {} of {}, bottleneck {:?})",
+            context.candidate,
+            context.parent,
+            context.proposal_index,
+            context.proposals,
+            context.bottleneck.as_ref().map(|b| b.title.as_str())
+        ),
+        Decision::RequestRefinement { context, .. } => format!(
+            "ask to fix {} (attempt {} of {})",
+            context.candidate, context.attempt, context.max_refinements
+        ),
+        Decision::RequestReflexion { context, .. } => {
+            format!("ask what {} taught", context.candidate)
+        }
+        Decision::TimeReferences { device } => format!("time references on {device}"),
+        Decision::BestChanged(kernel) => {
+            format!("best is now {} ({} ms)", kernel.id, kernel.time_ms)
+        }
+        Decision::Finish {
+            outcome, reason, ..
+        } => format!("finish {outcome:?}: {reason}"),
+    }
+}
+
+/// Applies each input in turn and compares its decisions, one line each, with the expected
+/// text; the state must hold its invariants after every input.
+fn check(config: SearchConfig, steps: &[(Event, &str)]) -> SearchState {
+    let mut state = SearchState::new(config);
+    for (index, (input, expected)) in steps.iter().enumerate() {
+        let decisions: Vec<String> = state.apply(input).iter().map(describe).collect();
+        let expected: Vec<&str> = expected
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .collect();
+        assert_eq!(decisions, expected, "after input {index}: {input:?}");
+        if let Err(broken) = state.check_invariants() {
+            panic!("after input {index}: {broken}");
+        }
+    }
+    state
+}
+
+#[test]
+fn round_one_plans_n_times_m_candidates_round_robin_and_asks_for_the_parent_analysis_first() {
+    check(
+        config(2, 2, 1, 3, Pacing::Rounds),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 1
+                 planned 2 in round 1 from 0 (proposal 1) on 2
+                 planned 3 in round 1 from 0 (proposal 2) on 0
+                 planned 4 in round 1 from 0 (proposal 3) on 1
+                 journal request r1-c0-analysis
+                 ask for 4 bottlenecks of 0",
+            ),
+            (
+                analysed(0, 1, &["memory", "launch"]),
+                "journal request r1-c1
+                 ask for 1 from 0 (proposal 0 of 4, bottleneck Some(\"memory\"))
+                 journal request r1-c2
+                 ask for 2 from 0 (proposal 1 of 4, bottleneck Some(\"launch\"))
+                 journal request r1-c3
+                 ask for 3 from 0 (proposal 2 of 4, bottleneck None)
+                 journal request r1-c4
+                 ask for 4 from 0 (proposal 3 of 4, bottleneck None)",
+            ),
+            (code(1, 1, "k1"), "evaluate 1 on 1, attempt 0: k1"),
+        ],
+    );
+}
+
+fn one_proposal(max_refinements: u32) -> SearchConfig {
+    SearchConfig {
+        max_refinements,
+        ..config(1, 1, 1, 1, Pacing::Rounds)
+    }
+}
+
+/// The inputs that take a run with one proposal per round to its first proposal's code.
+fn up_to_the_first_proposal() -> Vec<(Event, &'static str)> {
+    vec![
+        (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+        (
+            verified(0, 0, 8.0),
+            "0 finished at 8 ms
+             best is now 0 (8 ms)
+             round 1 starts from [CandidateId(0)]
+             planned 1 in round 1 from 0 (proposal 0) on 0
+             journal request r1-c0-analysis
+             ask for 1 bottlenecks of 0",
+        ),
+        (
+            analysed(0, 1, &["memory"]),
+            "journal request r1-c1
+             ask for 1 from 0 (proposal 0 of 1, bottleneck Some(\"memory\"))",
+        ),
+        (code(1, 0, "k1"), "evaluate 1 on 0, attempt 0: k1"),
+    ]
+}
+
+#[test]
+fn a_failed_verification_is_refined_as_the_same_candidate_on_the_same_device() {
+    let mut steps = up_to_the_first_proposal();
+    steps.extend([
+        (
+            evaluated(1, 0, 0, EvaluationOutcome::WrongOutput, None),
+            "refine 1, attempt 1: verification failed: wrong output
+             journal request r1-c1-refine1
+             ask to fix 1 (attempt 1 of 2)",
+        ),
+        (
+            answered(1, 0, 1, ReplyOutcome::Code, Some("k1 fixed")),
+            "evaluate 1 on 0, attempt 1: k1 fixed",
+        ),
+        (
+            evaluated(1, 0, 1, EvaluationOutcome::Verified, Some(5.0)),
+            "1 finished at 5 ms
+             best is now 1 (5 ms)
+             beam after round 1: [1]
+             round 1 done: 1 proposed, 1 verified, 0 failed, 0 duplicates
+             finish Completed: max_rounds (1) reached",
+        ),
+    ]);
+    check(one_proposal(2), &steps);
+}
+
+#[test]
+fn a_crash_is_not_refined() {
+    let mut steps = up_to_the_first_proposal();
+    steps.push((
+        evaluated(1, 0, 0, EvaluationOutcome::Failed, None),
+        "1 failed: an illegal memory access
+         beam after round 1: [0]
+         round 1 done: 1 proposed, 0 verified, 1 failed, 0 duplicates
+         finish Completed: max_rounds (1) reached",
+    ));
+    check(one_proposal(3), &steps);
+}
+
+#[test]
+fn a_proposal_identical_to_an_evaluated_source_is_a_duplicate_and_not_evaluated() {
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    steps.push((
+        code(1, 0, "k0"),
+        "1 failed: identical to candidate 0
+         beam after round 1: [0]
+         round 1 done: 1 proposed, 0 verified, 0 failed, 1 duplicates
+         finish Completed: max_rounds (1) reached",
+    ));
+    check(one_proposal(0), &steps);
+}
+
+#[test]
+fn a_dead_workers_candidate_is_tried_once_more_then_failed() {
+    let mut steps = up_to_the_first_proposal();
+    steps.extend([
+        (
+            evaluated(1, 0, 0, EvaluationOutcome::WorkerDied, None),
+            "evaluate 1 on 0, attempt 0: k1",
+        ),
+        (
+            evaluated(1, 0, 0, EvaluationOutcome::WorkerDied, None),
+            "1 failed: the worker of device 0 died twice on this candidate
+             beam after round 1: [0]
+             round 1 done: 1 proposed, 0 verified, 1 failed, 0 duplicates
+             finish Completed: max_rounds (1) reached",
+        ),
+    ]);
+    check(one_proposal(0), &steps);
+}
+
+#[test]
+fn in_steady_search_a_proposal_takes_the_first_free_device_when_it_is_answered() {
+    let steady = config(1, 2, 2, 2, Pacing::Steady { max_inflight: 2 });
+    let state = check(
+        steady,
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0
+                 journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 planned 2 in round 1 from 0 (proposal 1) on 0",
+            ),
+            (
+                analysed(0, 1, &["memory", "launch"]),
+                "journal request r1-c1
+                 ask for 1 from 0 (proposal 0 of 2, bottleneck Some(\"memory\"))
+                 journal request r1-c2
+                 ask for 2 from 0 (proposal 1 of 2, bottleneck Some(\"launch\"))",
+            ),
+            (
+                code(2, 0, "k2"),
+                "evaluate 2 on 0, attempt 0: k2
+                 round 2 starts from [CandidateId(0)]
+                 planned 3 in round 2 from 0 (proposal 0) on 1
+                 journal request r2-c3
+                 ask for 3 from 0 (proposal 0 of 2, bottleneck Some(\"memory\"))",
+            ),
+        ],
+    );
+    assert_eq!(
+        state.device_for_answer(CandidateId(1)),
+        DeviceId(1),
+        "device 0 holds candidate 2: candidate 1's code goes to device 1"
+    );
+}
+
+#[test]
+fn a_provider_that_runs_dry_ends_the_search_once_nothing_is_pending() {
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    steps.push((
+        answered(1, 0, 0, ReplyOutcome::Exhausted, None),
+        "beam after round 1: [0]
+         round 1 done: 0 proposed, 0 verified, 0 failed, 0 duplicates
+         finish Completed: the llm provider has no more proposals",
+    ));
+    check(
+        SearchConfig {
+            search: SearchSettings {
+                max_rounds: 5,
+                ..one_proposal(0).search
+            },
+            ..one_proposal(0)
+        },
+        &steps,
+    );
+}
+
+#[test]
+fn an_interrupt_ends_the_search_and_leaves_the_requests_in_flight_to_cancel() {
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    steps.push((
+        Event::Interrupted {
+            signal: "SIGINT".into(),
+        },
+        "finish Interrupted: interrupted by SIGINT",
+    ));
+    let state = check(one_proposal(0), &steps);
+    let cancelled = state.cancellations("the run was interrupted");
+    match cancelled.as_slice() {
+        [
+            Event::ProposalReceived {
+                candidate: CandidateId(1),
+                outcome: ReplyOutcome::Cancelled,
+                error: Some(error),
+                ..
+            },
+        ] => assert_eq!(error, "cancelled: the run was interrupted"),
+        other => panic!("one proposal to cancel: {other:?}"),
+    }
+    let mut after = state.clone();
+    assert!(
+        after.apply(&cancelled[0]).is_empty(),
+        "a finished search decides nothing more"
+    );
+    assert!(after.pending_requests().is_empty());
+}
+
+#[test]
+fn no_answer_in_the_first_round_fails_the_run() {
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    steps.push((
+        answered(1, 0, 0, ReplyOutcome::Failed, None),
+        "1 failed: the proposal failed: the server said no
+         beam after round 1: [0]
+         round 1 done: 1 proposed, 0 verified, 1 failed, 0 duplicates
+         finish Failed: no LLM request succeeded: the server said no",
+    ));
+    check(one_proposal(0), &steps);
+}
+
+#[test]
+fn a_rebuild_folds_the_records_to_the_same_state() {
+    let mut live = SearchState::new(one_proposal(1));
+    let mut journal = Vec::new();
+    for (input, _) in up_to_the_first_proposal() {
+        let decisions = live.apply(&input);
+        journal.push(input);
+        for decision in decisions {
+            if let Decision::Record(record) = decision {
+                journal.push(record);
+            }
+        }
+    }
+    let rebuilt = SearchState::rebuild(one_proposal(1), &journal);
+    assert_eq!(rebuilt, live);
+}

@@ -147,8 +147,14 @@ impl RunStore for RunDirectory {
                 format!("`{name}` is not a plain file name"),
             ));
         }
+        // Synced: a record that names this file (a reply, the code evaluated) follows it.
         let path = self.candidate_folder(id).join(name);
-        fs::write(&path, contents).map_err(|error| at(&path, error))
+        File::create(&path)
+            .and_then(|mut file| {
+                file.write_all(contents.as_bytes())?;
+                file.sync_all()
+            })
+            .map_err(|error| at(&path, error))
     }
 
     fn write_best_kernel(&mut self, source: &str) -> io::Result<()> {

@@ -363,6 +363,12 @@ pub enum Event {
     Interrupted {
         signal: String,
     },
+    /// The run cannot go on (a record could not be written, the disk is full, a device's
+    /// evaluator cannot start): new work stops and the run ends as failed. On a full disk this
+    /// record itself may not reach the journal.
+    Stopped {
+        reason: String,
+    },
     RunFinished {
         outcome: RunOutcome,
         reason: String,
@@ -562,8 +568,6 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn check(seconds: u64, millis: u64, expected: &str) {
@@ -573,11 +577,121 @@ mod tests {
     }
 
     #[test]
+    fn utc_timestamps_read_back() {
+        for seconds in [0, 951_782_400, 1_796_204_144, 4_107_542_399] {
+            let t =
+                SystemTime::UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_millis(7);
+            assert_eq!(parse_utc_millis(&format_utc_millis(t)), Some(t));
+        }
+        for bad in [
+            "2026-13-02T10:35:44.123Z",
+            "2026-12-02 10:35:44.123Z",
+            "2026-12-02T10:35:44Z",
+            "+026-12-02T10:35:44.123Z",
+        ] {
+            assert_eq!(parse_utc_millis(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn utc_timestamps_have_milliseconds() {
         check(0, 0, "1970-01-01T00:00:00.000Z");
         check(951_782_400, 5, "2000-02-29T00:00:00.005Z");
         check(1_796_204_144, 123, "2026-12-02T09:35:44.123Z");
         check(4_107_542_399, 999, "2100-02-28T23:59:59.999Z");
+    }
+
+    #[test]
+    fn a_version_1_journal_from_the_h200_reads_whole_and_reports() {
+        let text = include_str!("../../tests/fixtures/journal-v1/h200-matvec.jsonl");
+        let mut summary = crate::report::RunSummary::default();
+        for line in text.lines() {
+            let record = JournalRecord::from_line(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            summary.observe(&record);
+        }
+        let report = summary.render_markdown();
+        assert!(report.contains("Outcome: **completed**"), "{report}");
+    }
+
+    #[test]
+    fn a_version_1_analysis_names_its_bottlenecks_by_title() {
+        let line = r#"{"v":1,"t":"2026-12-02T11:33:20.001Z","type":"analysis_received","candidate":0,"round":1,"request_id":"r1-c0-analysis","requested":2,"returned":1,"bottlenecks":["memory bound"],"usage":null,"cost_usd":null,"error":null}"#;
+        match JournalRecord::from_line(line).map(|record| record.event) {
+            Ok(Event::AnalysisReceived {
+                bottlenecks,
+                outcome: ReplyOutcome::Answered,
+                reply: None,
+                ..
+            }) => assert_eq!(
+                bottlenecks,
+                [AnalyzedBottleneck {
+                    title: "memory bound".into(),
+                    causes: Vec::new(),
+                    fixes: Vec::new(),
+                }]
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn records_read_back_as_they_were_written() {
+        let record = JournalRecord {
+            t: SystemTime::UNIX_EPOCH + Duration::from_millis(1_796_204_144_123),
+            event: Event::ProposalReceived {
+                candidate: CandidateId(3),
+                parent: CandidateId(0),
+                round: 1,
+                device: DeviceId(1),
+                request_id: "r1-c3".into(),
+                attempt: 0,
+                outcome: ReplyOutcome::Code,
+                truncated: false,
+                usage: Some(TokenUsage {
+                    input_tokens: 120,
+                    output_tokens: 80,
+                }),
+                cost_usd: Some(0.25),
+                error: None,
+                code: Some("def kernel_function(x):\n    return x\n".into()),
+                reply: Some(ReplyFile {
+                    file: "candidates/3/reply.md".into(),
+                    sha256: sha256_hex("reply"),
+                }),
+            },
+        };
+        let line = record.to_json().to_string();
+        assert_eq!(JournalRecord::from_line(&line), Ok(record));
+    }
+
+    #[test]
+    fn lines_that_are_not_records_say_why() {
+        let check = |line: &str, expected: &str| {
+            let error = JournalRecord::from_line(line).unwrap_err().to_string();
+            assert!(error.starts_with(expected), "{line}: {error}");
+        };
+        check("{\"v\":2,\"t\":\"2026-12-02T10:3", "not a JSON object");
+        check("[1]", "not a JSON object");
+        check(
+            "{\"v\":3,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
+            "schema version 3",
+        );
+        check(
+            "{\"v\":2,\"t\":\"yesterday\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
+            "`t` is not a UTC time",
+        );
+        check(
+            "{\"v\":2,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"launched\"}",
+            "not a record of a known type",
+        );
+    }
+
+    #[test]
+    fn sha256_is_as_sha256sum_prints_it() {
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

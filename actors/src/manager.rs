@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::collector::{BestChanged, Collector, Record};
+use crate::collector::{BestChanged, Collector, Record, RecordsFailed};
 use crate::finale::{self, FinaleJob};
 use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::LlmBroker;
-use crate::model::{DeviceId, RankedKernel};
+use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::ports::{LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, SearchConfig, SearchState};
@@ -104,6 +104,12 @@ enum Input {
     },
     /// The finale is over, with the best kernel's profile record if it was profiled.
     FinaleDone(Option<Event>),
+    /// An evaluation failed because the disk is full: the run stops as it does when a record
+    /// cannot be written, and the candidate is left in flight (a resume evaluates it again).
+    DiskFull {
+        candidate: CandidateId,
+        reason: String,
+    },
 }
 
 /// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
@@ -170,8 +176,13 @@ impl Manager {
     }
 
     /// Journals an input, applies it, and carries out what the search decides; an input a
-    /// decision gives at once (a prompt that cannot be rendered) follows in turn.
+    /// decision gives at once (a prompt that cannot be rendered) follows in turn. Once the run is
+    /// handed over nothing more is journaled: work that ends while the run shuts down (an
+    /// evaluation its worker abandoned) stays in flight in the journal, for a resume to redo.
     fn step(&mut self, input: Event, ctx: &mut Context<Self>) {
+        if self.handed_over() {
+            return;
+        }
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
             let decisions = self.state.apply(&input);
@@ -343,6 +354,11 @@ impl Manager {
         }
     }
 
+    /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
+    fn handed_over(&self) -> bool {
+        !self.death_notice.armed
+    }
+
     /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
     fn hand_over_when_quiet(&mut self) {
         if self.finale_running || !self.state.pending_requests().is_empty() {
@@ -384,6 +400,13 @@ impl Handler<Input> for Manager {
             Input::Record(event) => self.step(event, ctx),
             Input::Replied(asked, answer) => self.replied(asked, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
+            Input::DiskFull { candidate, reason } => {
+                self.supervisor.do_send(RecordsFailed {
+                    message: format!(
+                        "the disk is full: the evaluation of candidate {candidate} failed with {reason}"
+                    ),
+                });
+            }
             Input::FinaleDone(profile) => {
                 self.finale_running = false;
                 match profile {
@@ -410,9 +433,12 @@ impl Handler<StopRun> for Manager {
                 format!("interrupted by {signal}")
             }
             Stop::Failed(reason) => {
-                for decision in self.state.stop(RunOutcome::Failed, reason.clone()) {
-                    self.carry_out(decision, ctx);
-                }
+                self.step(
+                    Event::Stopped {
+                        reason: reason.clone(),
+                    },
+                    ctx,
+                );
                 reason
             }
         };

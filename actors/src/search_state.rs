@@ -383,6 +383,7 @@ impl SearchState {
                 format!("interrupted by {signal}"),
                 &mut out,
             ),
+            Event::Stopped { reason } => core.finish(RunOutcome::Failed, reason.clone(), &mut out),
             Event::RunFinished {
                 outcome, reason, ..
             } => {
@@ -402,14 +403,6 @@ impl SearchState {
                 return out;
             }
         }
-    }
-
-    /// Ends the search from outside the journal (the run directory cannot be written, so the
-    /// stop itself cannot be journaled).
-    pub fn stop(&mut self, outcome: RunOutcome, reason: String) -> Vec<Decision> {
-        let mut out = Out::new();
-        self.core.finish(outcome, reason, &mut out);
-        out
     }
 
     /// Whether the search is over (the Manager may still be waiting for replies and the finale).

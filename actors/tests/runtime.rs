@@ -180,6 +180,12 @@ impl DeviceEvaluator for FakeEvaluator {
                     reason: "an illegal memory access was encountered".into(),
                 });
             }
+            if job.source.text().contains("# enospc") {
+                return Err(EvalError::Crashed {
+                    reason: "OSError: [Errno 28] No space left on device: '/run/candidates/1/triton-cache/x.cubin'"
+                        .into(),
+                });
+            }
             if job.source.text().contains("# no_room") {
                 return Err(EvalError::Start(
                     "the problem's inputs do not fit on Fake GPU: 30.0 GiB needed, 20.0 GiB free"
@@ -639,7 +645,7 @@ fn assert_the_journal_folds_to_the_live_state(
         let rebuilt = SearchState::rebuild(config, events);
         assert!(
             rebuilt == *live,
-            "the journal folds to another state than the live one"
+            "the journal folds to another state than the live one:\n{rebuilt:#?}\n{live:#?}"
         );
     }
 }
@@ -1714,4 +1720,37 @@ fn an_interrupt_journals_every_outstanding_request_as_cancelled() {
         })
         .collect();
     assert_eq!(cancelled, [2, 3]);
+}
+
+#[test]
+fn a_child_that_fails_for_a_full_disk_stops_the_run_and_fails_no_candidate() {
+    let (result, events) = run(Scenario {
+        search: beam(1, 2, 3),
+        answers: vec![
+            (now(), Ok("def kernel_function(): pass # enospc")),
+            (now(), code(5)),
+        ],
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Failed);
+    assert!(
+        result.reason.starts_with(
+            "the disk is full: the evaluation of candidate 1 failed with evaluator crashed: OSError: [Errno 28] No space left on device"
+        ),
+        "{}",
+        result.reason
+    );
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            Event::CandidateFinished {
+                candidate: CandidateId(1),
+                ..
+            } | Event::Evaluated {
+                candidate: CandidateId(1),
+                ..
+            }
+        )),
+        "candidate 1 is left in flight, not failed"
+    );
 }

@@ -71,7 +71,16 @@ impl Manager {
                         &evaluation,
                         Err((EvaluationOutcome::Failed, reason)),
                     )),
-                    Ok(Ok(result)) => Input::Record(evaluated(&evaluation, Ok(result))),
+                    Ok(Ok(result)) => {
+                        let record = evaluated(&evaluation, Ok(result));
+                        match disk_full(&record) {
+                            Some(reason) => Input::DiskFull {
+                                candidate: evaluation.candidate,
+                                reason,
+                            },
+                            None => Input::Record(record),
+                        }
+                    }
                     Ok(Err(dead)) => Input::WorkerDied { evaluation, dead },
                 };
                 me.do_send(input);
@@ -270,4 +279,20 @@ pub(super) fn evaluated(
         reason,
         launched_kernels,
     }
+}
+
+/// Why an evaluation failed for want of disk space (Triton's cache lives in the candidate's
+/// folder): not the candidate's failure, but the same stop as a record that cannot be written.
+fn disk_full(record: &Event) -> Option<String> {
+    let Event::Evaluated {
+        reason: Some(reason),
+        ..
+    } = record
+    else {
+        return None;
+    };
+    ["No space left on device", "[Errno 28]", "ENOSPC"]
+        .iter()
+        .any(|sign| reason.contains(sign))
+        .then(|| reason.lines().next().unwrap_or_default().to_string())
 }

@@ -123,7 +123,7 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
     let node = Node::new(&[
         (
             "01_crash.py",
-            "# standin: crash\ndef kernel_function(x):\n    return x\n",
+            "# standin: crash\ndef kernel_function(x):\n    return x + 9\n",
         ),
         (
             "02_hang.py",
@@ -313,7 +313,7 @@ fn a_candidate_that_tampers_is_rejected_as_such_and_costs_no_other_candidate_any
         ("05_orphan.py", orphan.as_str()),
         (
             "06_honest_again.py",
-            "# standin: pass time_ms=1.5\n# the same kernel, proposed again\ndef kernel_function(x):\n    return x * 1\n",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    same = x * 1\n    return same\n",
         ),
     ])
     .on_one_device();

@@ -99,5 +99,8 @@ fn a_dry_run_in_steady_search_folds_to_where_it_ended() {
          max_rounds: 3\nnoop_eval_s: 0\nmax_refinements: 1\n\
          strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n",
     );
-    assert_folds(&run, search_config(Pacing::Steady { max_inflight: 3 }, 2, 1));
+    assert_folds(
+        &run,
+        search_config(Pacing::Steady { max_inflight: 3 }, 2, 1),
+    );
 }

@@ -40,9 +40,8 @@ fn amd_node() -> tempfile::TempDir {
     std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
     std::fs::write(kernel.join("test.py"), "").unwrap();
     for (name, ms) in [("01.py", "1.5"), ("02.py", "1.25")] {
-        let text = format!(
-            "# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x  # {name}\n"
-        );
+        let text =
+            format!("# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n");
         std::fs::write(kernel.join("candidates").join(name), text).unwrap();
     }
     std::fs::write(

@@ -19,4 +19,5 @@ pub mod report;
 pub mod search;
 pub mod search_state;
 pub mod supervisor;
+pub mod tokens;
 pub mod watchdog;

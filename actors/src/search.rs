@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{CandidateId, DeviceId, RankedKernel};
+use crate::tokens::same_code_key;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SearchKind {
@@ -226,12 +227,14 @@ impl Beam {
     }
 
     /// Takes one verified result as it arrives (steady search): kept if it is among the
-    /// `width` fastest and its source is not in the beam yet. Rounds are not counted.
+    /// `width` fastest and the same kernel (comments and spacing aside) is not in the beam yet.
+    /// Rounds are not counted.
     pub fn admit(&mut self, result: RankedKernel) {
+        let key = same_code_key(result.source.text());
         if self
             .members
             .iter()
-            .all(|member| member.source != result.source)
+            .all(|member| same_code_key(member.source.text()) != key)
         {
             self.members.push(result);
         }

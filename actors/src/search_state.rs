@@ -196,8 +196,9 @@ struct Core {
     /// Why the latest failed attempt made from each parent failed; cleared by a verified one.
     previous_errors: BTreeMap<CandidateId, String>,
     reference: ReferenceTimes,
-    /// Each source evaluated, and the candidate that brought it first.
-    evaluated_sources: HashMap<KernelSource, CandidateId>,
+    /// Each kernel evaluated (its token stream's key: comments and spacing aside), and the
+    /// candidate that brought it first.
+    evaluated_sources: HashMap<String, CandidateId>,
     /// Every verified kernel's time, for reflexions on a parent that has left the beam since.
     verified_ms: BTreeMap<CandidateId, f64>,
     /// Evaluations queued or running on each device.

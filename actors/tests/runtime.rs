@@ -139,9 +139,10 @@ fn judge(source: &KernelSource) -> (Verdict, f64) {
         );
     }
     let ms = text
-        .split("# ms=")
+        .split("ms=")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
+        .map(|number| number.trim_end_matches(['\'', ')']))
         .and_then(|n| n.parse().ok())
         .unwrap_or(10.0);
     (
@@ -668,9 +669,9 @@ fn finished_candidates(events: &[Event]) -> Vec<(u64, u32, bool)> {
 #[test]
 fn candidates_fan_out_round_robin_and_the_beam_keeps_the_fastest() {
     let answers = vec![
-        (now(), Ok("def kernel_function(): pass # ms=5")),
-        (now(), Ok("def kernel_function(): pass # ms=4")),
-        (now(), Ok("def kernel_function(): pass # ms=6")),
+        (now(), Ok("def kernel_function(): return 'ms=5'")),
+        (now(), Ok("def kernel_function(): return 'ms=4'")),
+        (now(), Ok("def kernel_function(): return 'ms=6'")),
         (now(), Ok("def kernel_function(): pass # fail")),
     ];
     let (result, events) = run(Scenario {
@@ -708,8 +709,8 @@ fn candidates_fan_out_round_robin_and_the_beam_keeps_the_fastest() {
 #[test]
 fn a_panicking_worker_is_restarted_and_the_run_completes() {
     let answers = vec![
-        (now(), Ok("def kernel_function(): pass # ms=5")),
-        (now(), Ok("def kernel_function(): pass # ms=4")),
+        (now(), Ok("def kernel_function(): return 'ms=5'")),
+        (now(), Ok("def kernel_function(): return 'ms=4'")),
     ];
     let (result, events) = run(Scenario {
         devices: 2,
@@ -799,8 +800,8 @@ fn a_device_whose_evaluator_cannot_start_again_stops_the_run() {
 #[test]
 fn identical_sources_are_evaluated_once() {
     let answers = vec![
-        (now(), Ok("def kernel_function(): pass # ms=5")),
-        (now(), Ok("def kernel_function(): pass # ms=5")),
+        (now(), Ok("def kernel_function(): return 'ms=5'")),
+        (now(), Ok("def kernel_function(): return 'ms=5'")),
     ];
     let (_, events) = run(Scenario {
         devices: 2,
@@ -835,10 +836,10 @@ fn identical_sources_are_evaluated_once() {
 #[test]
 fn a_candidate_is_evaluated_as_soon_as_its_proposal_arrives() {
     let answers = vec![
-        (now(), Ok("def kernel_function(): pass # ms=5")),
+        (now(), Ok("def kernel_function(): return 'ms=5'")),
         (
             When::After(Duration::from_millis(300)),
-            Ok("def kernel_function(): pass # ms=4"),
+            Ok("def kernel_function(): return 'ms=4'"),
         ),
     ];
     let (_, events) = run(Scenario {
@@ -876,7 +877,7 @@ fn a_candidate_is_evaluated_as_soon_as_its_proposal_arrives() {
 
 #[test]
 fn the_replay_running_dry_ends_the_search_when_nothing_is_pending() {
-    let answers = vec![(now(), Ok("def kernel_function(): pass # ms=5"))];
+    let answers = vec![(now(), Ok("def kernel_function(): return 'ms=5'"))];
     let (result, events) = run(Scenario {
         devices: 1,
         search: beam(2, 2, 5),
@@ -930,10 +931,10 @@ fn greedy_stops_after_rounds_without_improvement() {
         max_no_improvement: Some(2),
     };
     let answers = vec![
-        (now(), Ok("def kernel_function(): pass # ms=5")),
-        (now(), Ok("def kernel_function(): pass # ms=6")),
-        (now(), Ok("def kernel_function(): pass # ms=7")),
-        (now(), Ok("def kernel_function(): pass # ms=1")),
+        (now(), Ok("def kernel_function(): return 'ms=5'")),
+        (now(), Ok("def kernel_function(): return 'ms=6'")),
+        (now(), Ok("def kernel_function(): return 'ms=7'")),
+        (now(), Ok("def kernel_function(): return 'ms=1'")),
     ];
     let (result, _) = run(Scenario {
         devices: 1,
@@ -1005,7 +1006,7 @@ fn analyses_received(events: &[Event]) -> Vec<(u64, u32, u32, Vec<String>)> {
 
 fn code(ms: u32) -> Result<&'static str, LlmError> {
     Ok(String::leak(format!(
-        "def kernel_function(): pass # ms={ms}"
+        "def kernel_function(): return 'ms={ms}'"
     )))
 }
 
@@ -1133,9 +1134,18 @@ fn a_failed_verification_is_refined_as_the_same_candidate_at_most_max_refinement
         devices: 2,
         search: beam(1, 1, 1),
         answers: vec![
-            (now(), Ok("def kernel_function(): pass # fail first")),
-            (now(), Ok("def kernel_function(): pass # fail second")),
-            (now(), Ok("def kernel_function(): pass # fail third")),
+            (
+                now(),
+                Ok("def kernel_function(): pass # fail\nATTEMPT = 'first'"),
+            ),
+            (
+                now(),
+                Ok("def kernel_function(): pass # fail\nATTEMPT = 'second'"),
+            ),
+            (
+                now(),
+                Ok("def kernel_function(): pass # fail\nATTEMPT = 'third'"),
+            ),
             (now(), code(1)),
         ],
         max_refinements: 2,
@@ -1191,8 +1201,14 @@ fn a_failed_verification_is_refined_as_the_same_candidate_at_most_max_refinement
     assert_eq!(
         refined_sources,
         vec![
-            (1, "def kernel_function(): pass # fail first".to_string()),
-            (2, "def kernel_function(): pass # fail second".to_string()),
+            (
+                1,
+                "def kernel_function(): pass # fail\nATTEMPT = 'first'".to_string()
+            ),
+            (
+                2,
+                "def kernel_function(): pass # fail\nATTEMPT = 'second'".to_string()
+            ),
         ]
     );
     assert_eq!(
@@ -1605,9 +1621,9 @@ fn best_kernel_py_is_rewritten_whenever_the_best_changes() {
         written,
         [
             "# ms=8",
-            "def kernel_function(): pass # ms=5",
-            "def kernel_function(): pass # ms=4",
-            "def kernel_function(): pass # ms=4",
+            "def kernel_function(): return 'ms=5'",
+            "def kernel_function(): return 'ms=4'",
+            "def kernel_function(): return 'ms=4'",
         ],
         "each improvement as it comes, and the best once more at the end"
     );
@@ -1753,4 +1769,36 @@ fn a_child_that_fails_for_a_full_disk_stops_the_run_and_fails_no_candidate() {
         )),
         "candidate 1 is left in flight, not failed"
     );
+}
+
+#[test]
+fn a_proposal_that_differs_only_in_comments_and_spacing_is_a_duplicate() {
+    let (_, events) = run(Scenario {
+        search: beam(1, 2, 1),
+        answers: vec![
+            (now(), Ok("def kernel_function():\n    return 'ms=5'\n")),
+            (
+                now(),
+                Ok(
+                    "# the same kernel, tidied\n\ndef kernel_function():  # fast\n    return 'ms=5'   \n\n",
+                ),
+            ),
+        ],
+        ..Scenario::default()
+    });
+    let mut duplicates: Vec<(u64, Option<u64>)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CandidateFinished {
+                candidate,
+                duplicate_of,
+                ..
+            } if *candidate != CandidateId::INITIAL => {
+                Some((candidate.0, duplicate_of.map(|d| d.0)))
+            }
+            _ => None,
+        })
+        .collect();
+    duplicates.sort();
+    assert_eq!(duplicates, [(1, None), (2, Some(1))]);
 }

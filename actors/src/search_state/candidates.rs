@@ -5,6 +5,7 @@ use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel};
 use crate::ports::AttemptOutcome;
 use crate::search::{Beam, device_for};
+use crate::tokens::same_code_key;
 
 use super::{Candidate, Core, Decision, Out, Phase, Resolution, Settled};
 
@@ -176,7 +177,11 @@ impl Core {
             ReplyOutcome::Code => {
                 self.proposals_answered += 1;
                 let code = KernelSource::new(reply.code.unwrap_or_default());
-                match self.evaluated_sources.get(&code).copied() {
+                match self
+                    .evaluated_sources
+                    .get(&same_code_key(code.text()))
+                    .copied()
+                {
                     Some(original) if original == id => {
                         unrefined("returned the code that failed".into())
                             .unwrap_or(Resolution::Duplicate(original))
@@ -191,7 +196,9 @@ impl Core {
 
     /// A candidate's new code goes to its device.
     pub(super) fn take_code(&mut self, id: CandidateId, code: KernelSource, out: &mut Out) {
-        self.evaluated_sources.entry(code.clone()).or_insert(id);
+        self.evaluated_sources
+            .entry(same_code_key(code.text()))
+            .or_insert(id);
         let Some(candidate) = self.candidates.get_mut(&id) else {
             return;
         };

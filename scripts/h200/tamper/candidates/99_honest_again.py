@@ -1,6 +1,7 @@
 # expect: passed
 """The honest matvec again, proposed after the tampering kernels: its source differs from
-00_honest.py only in this comment.
+00_honest.py only in this docstring (a string, so a token: comments alone would make it a
+duplicate of 00, which kactors evaluates once).
 """
 
 import torch

@@ -1,0 +1,72 @@
+//! When two proposals are the same kernel: LLMs often return a kernel again with other comments,
+//! blank lines or spacing. Two sources are the same when their Python token streams are
+//! (comments, blank lines, trailing whitespace and spacing inside a line ignored; indentation
+//! and every name, number, string and operator kept). A source that does not tokenize (a
+//! syntax error) is compared by its text, trailing whitespace and blank lines aside.
+
+use rustpython_parser::{Mode, lexer::lex};
+
+use crate::journal::sha256_hex;
+
+/// A fingerprint of a source's token stream: equal for the same kernel written differently.
+pub fn same_code_key(source: &str) -> String {
+    let mut canonical = String::new();
+    for token in lex(source, Mode::Module) {
+        // The lexer, built without its full-lexer feature, yields neither comments nor the
+        // newlines of blank lines.
+        let Ok((token, _)) = token else {
+            return text_key(source);
+        };
+        canonical.push_str(&format!("{token:?}"));
+        canonical.push('\n');
+    }
+    sha256_hex(&canonical)
+}
+
+fn text_key(source: &str) -> String {
+    let lines: Vec<&str> = source
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty())
+        .collect();
+    sha256_hex(&format!("text\n{}", lines.join("\n")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same(a: &str, b: &str) -> bool {
+        same_code_key(a) == same_code_key(b)
+    }
+
+    #[test]
+    fn comments_blank_lines_and_spacing_do_not_make_another_kernel() {
+        let kernel = "import triton\n\ndef kernel_function(a, b):\n    return a + b\n";
+        assert!(same(
+            kernel,
+            "# a faster kernel\nimport triton\n\n\n\ndef kernel_function(a,b):  # fused\n    return a+b   \n\n"
+        ));
+    }
+
+    #[test]
+    fn names_numbers_strings_operators_and_indentation_do() {
+        let kernel = "def kernel_function(a, b):\n    if a:\n        return a + b\n    return b\n";
+        for other in [
+            "def kernel_function(a, c):\n    if a:\n        return a + c\n    return c\n",
+            "def kernel_function(a, b):\n    if a:\n        return a - b\n    return b\n",
+            "def kernel_function(a, b):\n    if a:\n        return a + b\n        return b\n",
+            "def kernel_function(a, b):\n    if a:\n        return a + b\n    return b  # '#'\n    x = '#'\n",
+        ] {
+            assert!(!same(kernel, other), "{other}");
+        }
+        assert!(!same("BLOCK = 128\n", "BLOCK = 256\n"));
+        assert!(!same("s = 'a # b'\n", "s = 'a'\n"));
+    }
+
+    #[test]
+    fn a_source_that_does_not_tokenize_is_compared_by_its_text() {
+        assert!(same("def f(:\n  'open\n", "def f(:   \n\n  'open\n"));
+        assert!(!same("def f(:\n  'open\n", "def g(:\n  'open\n"));
+    }
+}

@@ -49,6 +49,8 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
         time_references: false,
         max_refinements,
         stop_at_roofline: false,
+        requests_per_minute: None,
+        reflexions_in_flight: 8,
     }
 }
 

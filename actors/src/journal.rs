@@ -167,6 +167,10 @@ pub enum Event {
         code: Option<String>,
         #[serde(default)]
         reply: Option<ReplyFile>,
+        /// Seconds from the request to its reply, as the run's clock saw them: steady search
+        /// sizes the proposals it keeps asked for from these.
+        #[serde(default)]
+        latency_s: Option<f64>,
     },
     /// A parent's bottleneck analysis was requested (once per kernel, when it first becomes a
     /// parent).
@@ -235,6 +239,13 @@ pub enum Event {
         #[serde(default)]
         reply: Option<ReplyFile>,
     },
+    /// A reflexion that was not asked for: as many as the run allows are in flight already.
+    ReflexionDropped {
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        reason: String,
+    },
     StepStarted {
         candidate: CandidateId,
         parent: Option<CandidateId>,
@@ -267,6 +278,10 @@ pub enum Event {
         reason: Option<String>,
         /// The Triton kernels its verification saw launch: a profile of it measures them.
         launched_kernels: Vec<String>,
+        /// Seconds the device spent on it (from the later of its dispatch and the device's
+        /// previous result, to its result).
+        #[serde(default)]
+        seconds: Option<f64>,
     },
     CandidateFinished {
         candidate: CandidateId,
@@ -658,6 +673,7 @@ mod tests {
                     file: "candidates/3/reply.md".into(),
                     sha256: sha256_hex("reply"),
                 }),
+                latency_s: Some(2.25),
             },
         };
         let line = record.to_json().to_string();

@@ -1,12 +1,13 @@
-//! The LlmBroker: all LLM traffic goes through it. It caps the requests in flight; the provider
-//! behind the `LlmProvider` port does the protocol, retries and accounting.
+//! The LlmBroker: all LLM traffic goes through it. It caps the requests in flight, reflexions
+//! apart from the rest so that lessons never hold up proposals; the provider behind the
+//! `LlmProvider` port does the protocol, retries and accounting.
 
 use std::rc::Rc;
 
 use actix::prelude::*;
 use tokio::sync::Semaphore;
 
-use crate::ports::{LlmError, LlmProvider, LlmReply, LlmRequest};
+use crate::ports::{LlmError, LlmProvider, LlmReply, LlmRequest, RequestKind};
 
 #[derive(Message)]
 #[rtype(result = "Result<LlmReply, LlmError>")]
@@ -21,13 +22,19 @@ pub struct CloseBroker;
 pub struct LlmBroker {
     provider: Rc<dyn LlmProvider>,
     in_flight: Rc<Semaphore>,
+    reflexions_in_flight: Rc<Semaphore>,
 }
 
 impl LlmBroker {
-    pub fn new(provider: Rc<dyn LlmProvider>, max_inflight: usize) -> Self {
+    pub fn new(
+        provider: Rc<dyn LlmProvider>,
+        max_inflight: usize,
+        reflexions_in_flight: usize,
+    ) -> Self {
         LlmBroker {
             provider,
             in_flight: Rc::new(Semaphore::new(max_inflight.max(1))),
+            reflexions_in_flight: Rc::new(Semaphore::new(reflexions_in_flight.max(1))),
         }
     }
 }
@@ -41,7 +48,12 @@ impl Handler<Propose> for LlmBroker {
 
     fn handle(&mut self, message: Propose, _: &mut Context<Self>) -> Self::Result {
         let provider = self.provider.clone();
-        let in_flight = self.in_flight.clone();
+        let in_flight = match message.0.kind {
+            RequestKind::Reflexion => self.reflexions_in_flight.clone(),
+            RequestKind::Optimize | RequestKind::Refine | RequestKind::Analysis => {
+                self.in_flight.clone()
+            }
+        };
         Box::pin(async move {
             let _permit = in_flight
                 .acquire()
@@ -57,6 +69,7 @@ impl Handler<CloseBroker> for LlmBroker {
 
     fn handle(&mut self, _: CloseBroker, ctx: &mut Context<Self>) {
         self.in_flight.close();
+        self.reflexions_in_flight.close();
         ctx.stop();
     }
 }

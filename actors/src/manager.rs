@@ -8,7 +8,9 @@
 mod devices;
 mod llm;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::SystemTime;
 
 use devices::Evaluation;
 use llm::Asked;
@@ -23,7 +25,7 @@ use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, DeviceId, RankedKernel};
-use crate::ports::{LlmError, LlmReply, PromptBuilder};
+use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, SearchConfig, SearchState};
 use crate::supervisor::{ManagerDied, RunDone, Supervisor};
@@ -49,6 +51,16 @@ pub struct ManagerSettings {
     pub stop_at_roofline: bool,
     /// The user's files staged beside the best kernel for the final check (problem.py, test.py).
     pub final_files: Vec<(String, String)>,
+    /// The provider's request rate, which bounds the proposals steady search keeps asked for.
+    pub requests_per_minute: Option<u32>,
+    /// The most reflexions in flight at once (`reflexions_in_flight_for`).
+    pub reflexions_in_flight: usize,
+}
+
+/// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
+/// worth less than proposals; past this they are dropped, not queued.
+pub fn reflexions_in_flight_for(devices: usize) -> usize {
+    (2 * devices).max(8)
 }
 
 impl ManagerSettings {
@@ -61,6 +73,8 @@ impl ManagerSettings {
             time_references: self.time_references,
             max_refinements: self.max_refinements,
             stop_at_roofline: self.stop_at_roofline,
+            requests_per_minute: self.requests_per_minute,
+            reflexions_in_flight: self.reflexions_in_flight,
         }
     }
 }
@@ -141,6 +155,12 @@ pub struct Manager {
     done: Option<RunDone>,
     finale_running: bool,
     death_notice: DeathNotice,
+    /// The run's clock: it times each request and each evaluation, for steady search's pace.
+    clock: Arc<dyn Clock>,
+    asked_at: HashMap<String, SystemTime>,
+    dispatched_at: HashMap<(CandidateId, u32), SystemTime>,
+    /// When each device gave its latest result: an evaluation queued behind another starts then.
+    device_free_at: BTreeMap<DeviceId, SystemTime>,
 }
 
 impl Manager {
@@ -151,6 +171,7 @@ impl Manager {
         broker: Addr<LlmBroker>,
         collector: Addr<Collector>,
         prompts: Rc<dyn PromptBuilder>,
+        clock: Arc<dyn Clock>,
     ) -> Self {
         let state = SearchState::new(settings.search_config());
         let death_notice = DeathNotice {
@@ -168,6 +189,10 @@ impl Manager {
             done: None,
             finale_running: false,
             death_notice,
+            clock,
+            asked_at: HashMap::new(),
+            dispatched_at: HashMap::new(),
+            device_free_at: BTreeMap::new(),
         }
     }
 
@@ -354,6 +379,36 @@ impl Manager {
         }
     }
 
+    /// Seconds since a request was sent, by the run's clock.
+    fn seconds_since_asked(&mut self, request_id: &str) -> Option<f64> {
+        let asked = self.asked_at.remove(request_id)?;
+        let now = self.clock.now();
+        now.duration_since(asked).ok().map(|d| d.as_secs_f64())
+    }
+
+    /// An evaluation's record with the seconds its device spent on it: from the later of its
+    /// dispatch and the device's previous result, to now.
+    fn with_device_seconds(&mut self, mut event: Event) -> Event {
+        if let Event::Evaluated {
+            candidate,
+            attempt,
+            device,
+            seconds,
+            ..
+        } = &mut event
+            && let Some(dispatched) = self.dispatched_at.remove(&(*candidate, *attempt))
+        {
+            let now = self.clock.now();
+            let started = self
+                .device_free_at
+                .get(device)
+                .map_or(dispatched, |free| dispatched.max(*free));
+            *seconds = now.duration_since(started).ok().map(|d| d.as_secs_f64());
+            self.device_free_at.insert(*device, now);
+        }
+        event
+    }
+
     /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
     fn handed_over(&self) -> bool {
         !self.death_notice.armed
@@ -397,7 +452,10 @@ impl Handler<Input> for Manager {
 
     fn handle(&mut self, input: Input, ctx: &mut Context<Self>) {
         match input {
-            Input::Record(event) => self.step(event, ctx),
+            Input::Record(event) => {
+                let event = self.with_device_seconds(event);
+                self.step(event, ctx)
+            }
             Input::Replied(asked, answer) => self.replied(asked, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
             Input::DiskFull { candidate, reason } => {

@@ -15,6 +15,7 @@
 
 mod candidates;
 mod lessons;
+mod pace;
 mod pacing;
 mod preparation;
 mod requests;
@@ -24,7 +25,7 @@ mod tests;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use crate::analysis::AnalyzedBottleneck;
-use crate::journal::{Event, RunOutcome};
+use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Reference};
 use crate::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
@@ -33,6 +34,7 @@ use crate::ports::{
 use crate::search::{Beam, Pacing, SearchSettings};
 
 use candidates::{Evaluation, ProposalReply};
+use pace::Pace;
 use pacing::Pacer;
 pub use requests::PendingRequest;
 use requests::Requests;
@@ -54,6 +56,10 @@ pub struct SearchConfig {
     pub max_refinements: u32,
     /// End the run when the best kernel's profile puts it at its roofline.
     pub stop_at_roofline: bool,
+    /// The provider's request rate, which bounds the proposals steady search keeps asked for.
+    pub requests_per_minute: Option<u32>,
+    /// The most reflexions in flight at once; one more is dropped (and journaled), not queued.
+    pub reflexions_in_flight: usize,
 }
 
 /// What the Manager is to do. Requests carry the context their prompt is rendered from, as the
@@ -208,6 +214,8 @@ struct Core {
     /// Candidates that reached their end since the pacer last looked.
     settled: VecDeque<Settled>,
     requests: Requests,
+    /// The latest LLM latencies and evaluation times, for steady search's pace.
+    pace: Pace,
     exhausted: bool,
     budget_reached: Option<String>,
     /// Answers to requests for code, and the latest transport or server error of any request: a
@@ -249,6 +257,7 @@ impl SearchState {
                 asking: BTreeSet::new(),
                 settled: VecDeque::new(),
                 requests: Requests::default(),
+                pace: Pace::default(),
                 exhausted: false,
                 budget_reached: None,
                 proposals_answered: 0,
@@ -286,9 +295,13 @@ impl SearchState {
                 truncated,
                 error,
                 code,
+                latency_s,
                 ..
             } => {
                 core.requests.answered(request_id);
+                if *attempt == 0 && matches!(outcome, ReplyOutcome::Code | ReplyOutcome::NoCode) {
+                    core.pace.latency(*latency_s);
+                }
                 let reply = ProposalReply {
                     attempt: *attempt,
                     device: *device,
@@ -331,8 +344,12 @@ impl SearchState {
                 provenance,
                 reason,
                 launched_kernels,
+                seconds,
                 ..
             } => {
+                if *outcome != EvaluationOutcome::WorkerDied {
+                    core.pace.evaluation(*seconds);
+                }
                 let result = Evaluation {
                     attempt: *attempt,
                     outcome: *outcome,

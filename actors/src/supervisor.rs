@@ -177,6 +177,7 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         crate::panic_note::install();
         let io = self.io.take().expect("the supervisor starts once");
+        let clock = io.clock.clone();
         let collector =
             Collector::new(io.store, io.progress, io.clock, ctx.address().recipient()).start();
         let watchdog =
@@ -193,7 +194,12 @@ impl Actor for Supervisor {
             let worker = self.start_worker(device);
             self.workers.insert(device, worker);
         }
-        let broker = LlmBroker::new(ports.llm, self.plan.max_inflight).start();
+        let broker = LlmBroker::new(
+            ports.llm,
+            self.plan.max_inflight,
+            self.plan.manager.reflexions_in_flight,
+        )
+        .start();
         self.broker = Some(broker.clone());
         let manager = Manager::new(
             self.plan.manager.clone(),
@@ -202,6 +208,7 @@ impl Actor for Supervisor {
             broker,
             collector,
             ports.prompts,
+            clock,
         )
         .start();
         manager.do_send(StartRun {

@@ -554,6 +554,8 @@ fn run_recorded(scenario: Scenario) -> Ran {
             max_refinements: scenario.max_refinements,
             stop_at_roofline: false,
             final_files: Vec::new(),
+            requests_per_minute: None,
+            reflexions_in_flight: 8,
         },
         max_inflight: scenario.max_inflight,
         kill_grace: Duration::from_millis(10),

@@ -302,6 +302,13 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
             stop_at_roofline: settings.stop_at_roofline,
             final_files: final_files(&kernel.root),
             max_refinements: settings.max_refinements,
+            requests_per_minute: match &settings.llm {
+                LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
+                LlmChoice::Replay { .. } => None,
+            },
+            reflexions_in_flight: actors::manager::reflexions_in_flight_for(
+                devices.selection.devices.len(),
+            ),
         },
         max_inflight,
         kill_grace: Duration::from_secs_f64(settings.kill_grace_s),

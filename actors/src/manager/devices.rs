@@ -38,6 +38,8 @@ impl Manager {
             };
             files.push((attempt_file, evaluation.source.text().to_string()));
         }
+        self.dispatched_at
+            .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
         let collector = self.collector.clone();
         let worker = self.workers[&evaluation.device].clone();
         let deadline = self.settings.step_deadline;
@@ -278,6 +280,7 @@ pub(super) fn evaluated(
         provenance,
         reason,
         launched_kernels,
+        seconds: None,
     }
 }
 

@@ -99,6 +99,8 @@ impl Manager {
                 *round,
             ),
         };
+        self.asked_at
+            .insert(asked.request_id().to_string(), self.clock.now());
         let answer = self.broker.send(Propose(LlmRequest {
             request_id,
             kind,
@@ -137,6 +139,7 @@ impl Manager {
                 return self.step(event, ctx);
             }
         };
+        let latency_s = self.seconds_since_asked(asked.request_id());
         let (folder, prompt_name, reply_name) = asked.files();
         let keep = self.collector.send(KeepReply {
             candidate: folder,
@@ -146,7 +149,10 @@ impl Manager {
         ctx.spawn(keep.into_actor(self).map(move |kept, manager, ctx| {
             let file = kept.ok().and_then(Result::ok);
             if manager.state.is_pending(asked.request_id()) {
-                let event = received(&manager.state, &asked, Answer::Reply(&reply), file);
+                let mut event = received(&manager.state, &asked, Answer::Reply(&reply), file);
+                if let Event::ProposalReceived { latency_s: at, .. } = &mut event {
+                    *at = latency_s;
+                }
                 manager.step(event, ctx);
             }
         }));
@@ -269,6 +275,7 @@ pub(super) fn received(
                 error,
                 code,
                 reply: file,
+                latency_s: None,
             }
         }
         Asked::Analysis {

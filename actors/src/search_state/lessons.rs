@@ -112,6 +112,23 @@ impl Core {
         let Some(parent_time_ms) = self.verified_ms.get(&parent).copied() else {
             return;
         };
+        let in_flight = self
+            .requests
+            .pending()
+            .iter()
+            .filter(|request| matches!(request.cancelled, Event::ReflexionReceived { .. }))
+            .count();
+        if in_flight >= self.config.reflexions_in_flight {
+            out.push(Decision::Record(Event::ReflexionDropped {
+                candidate: id,
+                parent,
+                round: candidate.round,
+                reason: format!(
+                    "{in_flight} reflexions are in flight already, the most the run allows"
+                ),
+            }));
+            return;
+        }
         let request_id = format!("r{}-c{id}-reflexion", candidate.round);
         let requested = Event::ReflexionRequested {
             candidate: id,

@@ -290,13 +290,17 @@ impl Steady {
             && !self.plan.complete()
     }
 
-    /// Whether there is room for another candidate now: fewer than max_inflight proposals are
-    /// being asked for, and fewer than max_inflight plus one per device are unresolved, so that a
-    /// fast LLM does not propose the whole run from the initial kernel while the devices work
-    /// through a queue.
+    /// Whether there is room for another candidate now: fewer proposals are being asked for than
+    /// the pace wants (Little's law, at most max_inflight), and fewer than that plus one per
+    /// device are unresolved, so that a fast LLM does not propose the whole run from the initial
+    /// kernel while the devices work through a queue.
     fn has_room(&self, core: &Core) -> bool {
-        core.asking.len() < self.max_inflight
-            && self.unresolved < self.max_inflight + core.config.devices.len()
+        let wanted = core.pace.proposals_in_flight(
+            core.config.devices.len(),
+            self.max_inflight,
+            core.config.requests_per_minute,
+        );
+        core.asking.len() < wanted && self.unresolved < wanted + core.config.devices.len()
     }
 
     fn advance(&mut self, core: &mut Core, out: &mut Out) {

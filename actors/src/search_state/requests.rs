@@ -105,6 +105,7 @@ fn cancelled_reply(requested: &Event, attempt: u32) -> Option<Event> {
             error: None,
             code: None,
             reply: None,
+            latency_s: None,
         },
         Event::AnalysisRequested {
             candidate,

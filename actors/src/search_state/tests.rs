@@ -20,6 +20,8 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
         time_references: false,
         max_refinements: 0,
         stop_at_roofline: false,
+        requests_per_minute: None,
+        reflexions_in_flight: 8,
     }
 }
 
@@ -59,6 +61,7 @@ fn evaluated(
             _ => Some("an illegal memory access".into()),
         },
         launched_kernels: vec!["k".into()],
+        seconds: None,
     }
 }
 
@@ -87,6 +90,7 @@ fn answered(
         error: (outcome != ReplyOutcome::Code).then(|| "the server said no".to_string()),
         code: code.map(str::to_string),
         reply: None,
+        latency_s: None,
     }
 }
 

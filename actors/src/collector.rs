@@ -17,7 +17,7 @@ use std::thread;
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
-use crate::journal::{Event, JournalRecord, ReplyFile};
+use crate::journal::{Event, JournalRecord, ReplyFile, whole_millis};
 use crate::model::CandidateId;
 use crate::ports::{Clock, ProgressSink, RunStore};
 use crate::report::RunSummary;
@@ -180,9 +180,11 @@ impl Collector {
         }
     }
 
+    /// The record of an event, at the millisecond the journal keeps: the report rendered live
+    /// is then the report of the journal read back.
     fn stamp(&self, event: Event) -> JournalRecord {
         JournalRecord {
-            t: self.clock.now(),
+            t: whole_millis(self.clock.now()),
             event,
         }
     }

@@ -477,6 +477,12 @@ impl JournalRecord {
     }
 }
 
+/// A time to the whole millisecond, as the journal keeps it.
+pub fn whole_millis(t: SystemTime) -> SystemTime {
+    let since_epoch = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    SystemTime::UNIX_EPOCH + Duration::from_millis(since_epoch.as_millis() as u64)
+}
+
 /// `2026-12-02T10:35:44.123Z`. Written here rather than with a date crate: it is the one format
 /// the journal uses, and civil-from-days is a few lines.
 pub fn format_utc_millis(t: SystemTime) -> String {

@@ -118,6 +118,28 @@ mod tests {
     }
 
     #[test]
+    fn a_record_reads_back_as_it_was_written_to_the_last_bit() {
+        let written = JournalRecord {
+            t: SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(1_796_204_144_123),
+            event: Event::CandidateFinished {
+                candidate: crate::model::CandidateId(1),
+                parent: Some(crate::model::CandidateId(0)),
+                round: 1,
+                device: crate::model::DeviceId(0),
+                passed: true,
+                time_ms: Some(1.5413000000000001),
+                reason: None,
+                simulated: true,
+                duplicate_of: None,
+            },
+        };
+        let mut read_back = Vec::new();
+        let text = format!("{}{}", started(), written.to_json());
+        read_journal(text.as_bytes(), |record| read_back.push(record)).unwrap();
+        assert_eq!(read_back.last(), Some(&written));
+    }
+
+    #[test]
     fn a_torn_last_line_is_left_out_and_named() {
         let whole = format!("{}{}", started(), interrupted());
         let torn = format!("{whole}{}", &interrupted()[..20]);

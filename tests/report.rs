@@ -522,8 +522,13 @@ fn killed_run_journal() -> (Vec<Value>, String) {
         "step_started",
         with(candidate(9, 2, 1), json!({"step": "verify"})),
     ));
+    records.push(record(
+        clock + 0.75,
+        "round_started",
+        json!({"round": 2, "parents": [1, 0]}),
+    ));
     let mut text: String = records.iter().map(|r| format!("{r}\n")).collect();
-    let torn = record(clock + 0.5, "candidate_finished", candidate(9, 2, 1)).to_string();
+    let torn = record(clock + 1.0, "candidate_finished", candidate(9, 2, 1)).to_string();
     text.push_str(&torn[..torn.len() / 2]);
     (records, text)
 }
@@ -653,8 +658,9 @@ fn a_report_that_cannot_be_written_exits_1() {
     );
 }
 
-/// Decodes a PNG into its distinct colours and the share of its pixels that are not white.
-fn colours_and_ink(png: &Path) -> (usize, f64) {
+/// What a screenshot holds: its distinct colours, the share of its pixels that are not white,
+/// and the share that are coloured (not grey: the plots' lines, points and spans, not text).
+fn colours_ink_and_colour(png: &Path) -> (usize, f64, f64) {
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(png).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut pixels = vec![0; reader.output_buffer_size().unwrap()];
@@ -662,15 +668,20 @@ fn colours_and_ink(png: &Path) -> (usize, f64) {
     let channels = frame.color_type.samples();
     let pixels = &pixels[..frame.buffer_size()];
     let mut colours = BTreeSet::new();
-    let mut ink = 0;
+    let (mut ink, mut coloured) = (0, 0);
     for pixel in pixels.chunks(channels) {
         let rgb = &pixel[..3.min(channels)];
         colours.insert(rgb.to_vec());
         if rgb.iter().any(|&value| value < 240) {
             ink += 1;
         }
+        let (low, high) = (rgb.iter().min().unwrap(), rgb.iter().max().unwrap());
+        if high - low > 60 {
+            coloured += 1;
+        }
     }
-    (colours.len(), ink as f64 / (pixels.len() / channels) as f64)
+    let count = (pixels.len() / channels) as f64;
+    (colours.len(), ink as f64 / count, coloured as f64 / count)
 }
 
 #[test]
@@ -683,8 +694,11 @@ fn report_html_shows_its_plots_in_headless_chromium() {
     let profile = tempfile::tempdir().unwrap();
     let screenshot = dir.path().join("report.png");
     let page = std::path::absolute(run.join("report.live.html")).unwrap();
-    let output = Command::new("chromium")
+    // Bounded, so that a browser that hangs fails the test rather than the CI run.
+    let output = Command::new("timeout")
         .args([
+            "120",
+            "chromium",
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
@@ -701,7 +715,12 @@ fn report_html_shows_its_plots_in_headless_chromium() {
         .output()
         .expect("Debian's chromium is installed (apt-get install -y chromium)");
     assert!(screenshot.is_file(), "no screenshot: {}", stderr(&output));
-    let (colours, ink) = colours_and_ink(&screenshot);
+    let (colours, ink, coloured) = colours_ink_and_colour(&screenshot);
     assert!(colours >= 16, "{colours} distinct colours: a blank page");
     assert!(ink > 0.02, "{:.1}% of the pixels not white", ink * 100.0);
+    assert!(
+        coloured > 0.001,
+        "{:.2}% of the pixels coloured: no plot shows",
+        coloured * 100.0
+    );
 }

@@ -9,14 +9,9 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
-fn kactors(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
-    command
-        .current_dir(dir)
-        .env_remove("KACTORS_CONFIG_DIR")
-        .env_remove("RUST_LOG");
-    command
-}
+mod support;
+
+use support::{example, kactors};
 
 fn report(dir: &Path, args: &[&str]) -> Output {
     kactors(dir).arg("report").args(args).output().unwrap()
@@ -244,12 +239,6 @@ fn assert_self_contained(html: &str) {
         assert!(!html.contains(forbidden), "report.html holds {forbidden:?}");
     }
     assert!(html.contains("Content-Security-Policy\" content=\"default-src 'none'"));
-}
-
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name)
 }
 
 /// The matvec example with replay candidates that make a dry run's report busy: improvements, a

@@ -1728,16 +1728,10 @@ fn reports_written(ran: &Ran) -> Vec<(Vec<u32>, bool, bool)> {
         .collect()
 }
 
-#[test]
-fn the_report_is_rewritten_after_every_round_and_at_the_end() {
-    let ran = run_recorded(Scenario {
-        search: beam(1, 1, 3),
-        answers: vec![(now(), code(5)), (now(), code(4)), (now(), code(3))],
-        ..Scenario::default()
-    });
+fn assert_rewritten_after_each_of_three_rounds_and_at_the_end(ran: &Ran) {
     assert_eq!(ran.result.outcome, RunOutcome::Completed);
     assert_eq!(
-        reports_written(&ran),
+        reports_written(ran),
         vec![
             (vec![1], false, true),
             (vec![1, 2], false, true),
@@ -1745,6 +1739,16 @@ fn the_report_is_rewritten_after_every_round_and_at_the_end() {
             (vec![1, 2, 3], true, true),
         ]
     );
+}
+
+#[test]
+fn the_report_is_rewritten_after_every_round_and_at_the_end() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 1, 3),
+        answers: vec![(now(), code(5)), (now(), code(4)), (now(), code(3))],
+        ..Scenario::default()
+    });
+    assert_rewritten_after_each_of_three_rounds_and_at_the_end(&ran);
     assert!(
         ran.reports[0].0.contains("Still going, or killed"),
         "{}",
@@ -1759,14 +1763,5 @@ fn a_steady_search_rewrites_the_report_every_n_times_m_candidates() {
         answers,
         ..steady(beam(1, 2, 3), 3)
     });
-    assert_eq!(ran.result.outcome, RunOutcome::Completed);
-    assert_eq!(
-        reports_written(&ran),
-        vec![
-            (vec![1], false, true),
-            (vec![1, 2], false, true),
-            (vec![1, 2, 3], false, true),
-            (vec![1, 2, 3], true, true),
-        ]
-    );
+    assert_rewritten_after_each_of_three_rounds_and_at_the_end(&ran);
 }

@@ -70,6 +70,12 @@ fn time_axis(summary: &RunSummary, left: f64) -> (Axis, TimeUnit) {
     (Axis::linear(0.0, end / unit.seconds, left, RIGHT), unit)
 }
 
+/// The wall-clock axis along a plot's bottom edge.
+fn time_x_axis(svg: &mut Svg, x: &Axis, unit: &TimeUnit, bottom: f64, top: f64) {
+    let title = format!("wall-clock time since the run started ({})", unit.name);
+    x_axis(svg, &labelled(x), bottom, top, &title);
+}
+
 fn labelled(axis: &Axis) -> Vec<(f64, String)> {
     axis.ticks()
         .into_iter()
@@ -142,13 +148,7 @@ pub(super) fn best_over_time(summary: &RunSummary) -> String {
         "plot best-time",
         "The best verified time against wall-clock time",
     );
-    x_axis(
-        &mut svg,
-        &labelled(&x),
-        bottom,
-        top,
-        &format!("wall-clock time since the run started ({})", unit.name),
-    );
+    time_x_axis(&mut svg, &x, &unit, bottom, top);
     y_axis(&mut svg, &labelled(&y), LEFT, RIGHT, "best time (ms)");
     let mut entries = vec![(
         Swatch::Line {
@@ -422,13 +422,7 @@ pub(super) fn device_timelines(summary: &RunSummary) -> String {
         "plot devices",
         "Each device's timeline: verify, time, profile and idle spans, with its busy fraction",
     );
-    x_axis(
-        &mut svg,
-        &labelled(&x),
-        bottom,
-        top,
-        &format!("wall-clock time since the run started ({})", unit.name),
-    );
+    time_x_axis(&mut svg, &x, &unit, bottom, top);
     let span = |svg: &mut Svg, row_top: f64, start: f64, stop: f64, colour: &str, mark: Mark| {
         let left = x.at(start / unit.seconds);
         let width = (x.at(stop / unit.seconds) - left).max(0.0);

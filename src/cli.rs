@@ -32,6 +32,8 @@ pub enum Command {
     Profile(ProfileArgs),
     /// Check that a run with the strategy can start: Python, torch, triton, GPUs, profiler, kernel directory
     Check(CheckArgs),
+    /// Render report.md and report.html from a run directory's journal: finished, killed or still going
+    Report(ReportArgs),
 }
 
 impl Command {
@@ -43,6 +45,7 @@ impl Command {
             Command::Devices(args) => args.json,
             Command::Profile(args) => args.json,
             Command::Check(args) => args.json,
+            Command::Report(args) => args.json,
         }
     }
 }
@@ -164,6 +167,20 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub config_dir: ConfigDirArg,
     /// Print one JSON object: {"ok", "checks": [{"ok", "what", "fix"}]}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The run directory (<run-dir>/<strategy>-<timestamp>/, the folder that holds journal.jsonl)
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+    /// Write the report into this folder (made if missing) instead of the run directory
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object: {"type": "report", "finished", "markdown", "html", "records",
+    /// "torn_line"}
     #[arg(long)]
     pub json: bool,
 }

@@ -7,6 +7,7 @@
 mod check;
 mod devices;
 mod profile;
+mod report;
 mod run;
 mod settings;
 mod strategies;
@@ -39,6 +40,8 @@ pub enum CommandError {
     Devices(#[from] crate::gpus::RunDevicesError),
     #[error(transparent)]
     DeviceSelection(#[from] crate::devices::DeviceError),
+    #[error(transparent)]
+    Report(#[from] report::ReportError),
     #[error("{0}")]
     Environment(String),
     /// A command line that cannot be carried out as asked (`kactors profile` on noop).
@@ -55,6 +58,7 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Devices(args) => devices::devices(args).map(|()| exit::SUCCESS),
         Command::Profile(args) => profile::profile(args),
         Command::Check(args) => Ok(check::check(args)),
+        Command::Report(args) => report::report(args),
     };
     match result {
         Ok(code) => code,

@@ -1,6 +1,7 @@
 //! The run directory: `<run-dir>/<strategy>-<timestamp>/` with run.yaml, journal.jsonl,
-//! candidates/<id>/, best_kernel.py and report.md. The run's root is made before any actor
-//! starts; from then on the Collector is its only writer, through `RunStore`.
+//! candidates/<id>/, best_kernel.py, report.md and report.html. The run's root is made before
+//! any actor starts; from then on the Collector is its only writer, through `RunStore`
+//! (`kactors report` adds report.live.md and report.live.html, names the Collector never writes).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -95,10 +96,45 @@ fn at(path: &Path, error: io::Error) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
 }
 
-/// Writes through a temporary file, synced, and a rename, so that a reader never sees half a
-/// file and a crash leaves the old one or the new one; a failed write leaves no temporary file.
+/// The report's two files, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportNames {
+    pub markdown: &'static str,
+    pub html: &'static str,
+}
+
+/// The Collector's report, rewritten after every round and at the end.
+pub const REPORT: ReportNames = ReportNames {
+    markdown: "report.md",
+    html: "report.html",
+};
+
+/// `kactors report`'s names for a run that has not finished: never the Collector's.
+pub const LIVE_REPORT: ReportNames = ReportNames {
+    markdown: "report.live.md",
+    html: "report.live.html",
+};
+
+/// Writes a report's markdown and html into `folder`, each atomically; answers their paths.
+pub fn write_report_files(
+    folder: &Path,
+    names: ReportNames,
+    markdown: &str,
+    html: &str,
+) -> io::Result<(PathBuf, PathBuf)> {
+    let (markdown_path, html_path) = (folder.join(names.markdown), folder.join(names.html));
+    write_atomically(&markdown_path, markdown)?;
+    write_atomically(&html_path, html)?;
+    Ok((markdown_path, html_path))
+}
+
+/// Writes through a temporary file (the name with `.partial` added), synced, and a rename, so
+/// that a reader never sees half a file and a crash leaves the old one or the new one; a failed
+/// write leaves no temporary file.
 fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
-    let temporary = path.with_extension("partial");
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".partial");
+    let temporary = PathBuf::from(temporary);
     let written = File::create(&temporary)
         .and_then(|mut file| {
             file.write_all(contents.as_bytes())?;
@@ -171,8 +207,8 @@ impl RunStore for RunDirectory {
         Ok(folder)
     }
 
-    fn write_report(&mut self, markdown: &str) -> io::Result<()> {
-        write_atomically(&self.root.join("report.md"), markdown)
+    fn write_report(&mut self, markdown: &str, html: &str) -> io::Result<()> {
+        write_report_files(&self.root, REPORT, markdown, html).map(|_| ())
     }
 }
 

@@ -6,20 +6,9 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-fn kactors(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
-    command
-        .current_dir(dir)
-        .env_remove("KACTORS_CONFIG_DIR")
-        .env_remove("RUST_LOG");
-    command
-}
+mod support;
 
-fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("examples")
-        .join(name)
-}
+use support::{example, kactors};
 
 fn only_run_folder(runs: &Path) -> PathBuf {
     let folders: Vec<PathBuf> = std::fs::read_dir(runs)

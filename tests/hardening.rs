@@ -6,18 +6,10 @@ mod support;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::Value;
-
-fn kactors(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
-    command
-        .current_dir(dir)
-        .env_remove("KACTORS_CONFIG_DIR")
-        .env_remove("RUST_LOG");
-    command
-}
+use support::kactors;
 
 fn matvec() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/optimize_01_matvec")

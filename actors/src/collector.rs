@@ -1,8 +1,9 @@
 //! The Collector: the only writer of kactors' records. It stamps every event with the run's
 //! clock, appends it to the journal, shows progress, creates each candidate's folder before
-//! anything runs in it, rewrites best_kernel.py whenever the best changes, and writes report.md
-//! at the end. Disk work happens on a thread of its own so that no handler blocks; the thread
-//! keeps the records in order.
+//! anything runs in it, rewrites best_kernel.py whenever the best changes, and rewrites
+//! report.md and report.html after every round and at the end. Disk work (and the report's
+//! rendering) happens on a thread of its own so that no handler blocks; the thread keeps the
+//! records in order.
 //!
 //! A run whose records cannot be kept must not go on: the first failed write (a full disk) and
 //! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
@@ -16,7 +17,7 @@ use std::thread;
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
-use crate::journal::{Event, JournalRecord, ReplyFile};
+use crate::journal::{Event, JournalRecord, ReplyFile, whole_millis};
 use crate::model::CandidateId;
 use crate::ports::{Clock, ProgressSink, RunStore};
 use crate::report::RunSummary;
@@ -71,7 +72,8 @@ pub struct BestChanged {
     pub source: String,
 }
 
-/// The last record of a run: journal it, write best_kernel.py and report.md, then answer.
+/// The last record of a run: journal it, write best_kernel.py, report.md and report.html, then
+/// answer.
 /// Answers with the first disk error of the run, if there was one. A `run_finished` that names
 /// no best kernel gets the best this Collector was told of (after a Manager that died).
 #[derive(Message)]
@@ -108,14 +110,12 @@ enum Command {
     Finish(
         JournalRecord,
         Option<String>,
-        String,
         oneshot::Sender<Result<(), String>>,
     ),
 }
 
 pub struct Collector {
     clock: Arc<dyn Clock>,
-    summary: RunSummary,
     commands: mpsc::Sender<Command>,
     best: Option<(CandidateId, f64)>,
     /// What stopped the writer thread, published by it, for the answers it can no longer give.
@@ -174,20 +174,19 @@ impl Collector {
         }
         Collector {
             clock,
-            summary: RunSummary::default(),
             commands,
             best: None,
             failure,
         }
     }
 
-    fn stamp(&mut self, event: Event) -> JournalRecord {
-        let record = JournalRecord {
-            t: self.clock.now(),
+    /// The record of an event, at the millisecond the journal keeps: the report rendered live
+    /// is then the report of the journal read back.
+    fn stamp(&self, event: Event) -> JournalRecord {
+        JournalRecord {
+            t: whole_millis(self.clock.now()),
             event,
-        };
-        self.summary.observe(&record);
-        record
+        }
     }
 }
 
@@ -197,7 +196,9 @@ impl Actor for Collector {
 
 /// The writer thread: runs until the Collector is gone. The first disk error is reported at
 /// once through `failed` and again when the run finishes; later writes are still attempted (a
-/// freed disk lets the last records through) but not reported again.
+/// freed disk lets the last records through) but not reported again. It keeps the run's
+/// summary, record by record, and rewrites the report after each `round_finished` (in steady
+/// search, each N × M candidates) and at the end.
 fn write_records(
     mut store: Box<dyn RunStore>,
     mut progress: Box<dyn ProgressSink>,
@@ -205,11 +206,16 @@ fn write_records(
     failed: &Reporter,
 ) {
     let mut errors = FirstError::default();
+    let mut summary = RunSummary::default();
     for command in commands {
         match command {
             Command::Append(record) => {
                 let _ = errors.note(store.append(&record), "the journal", failed);
+                summary.observe(&record);
                 progress.record(&record);
+                if matches!(record.event, Event::RoundFinished { .. }) {
+                    rewrite_report(store.as_mut(), &summary, &mut errors, failed);
+                }
             }
             Command::Prepare(candidate, files, reply) => {
                 let result = store.create_candidate_folder(candidate).and_then(|folder| {
@@ -233,13 +239,14 @@ fn write_records(
             Command::Best(source) => {
                 let _ = errors.note(store.write_best_kernel(&source), "best_kernel.py", failed);
             }
-            Command::Finish(record, best_source, report, reply) => {
+            Command::Finish(record, best_source, reply) => {
                 let _ = errors.note(store.append(&record), "the journal", failed);
+                summary.observe(&record);
                 progress.record(&record);
                 if let Some(source) = best_source {
                     let _ = errors.note(store.write_best_kernel(&source), "best_kernel.py", failed);
                 }
-                let _ = errors.note(store.write_report(&report), "report.md", failed);
+                rewrite_report(store.as_mut(), &summary, &mut errors, failed);
                 let _ = reply.send(match errors.first.take() {
                     Some(error) => Err(error),
                     None => Ok(()),
@@ -247,6 +254,18 @@ fn write_records(
             }
         }
     }
+}
+
+/// report.md and report.html as the records so far show the run.
+fn rewrite_report(
+    store: &mut dyn RunStore,
+    summary: &RunSummary,
+    errors: &mut FirstError,
+    failed: &Reporter,
+) {
+    let report = summary.render();
+    let written = store.write_report(&report.markdown, &report.html);
+    let _ = errors.note(written, "report.md and report.html", failed);
 }
 
 /// The first failure to write the run directory; later ones go to the log's debug level only,
@@ -399,12 +418,11 @@ impl Handler<FinishRun> for Collector {
             *best_ms = Some(time_ms);
         }
         let record = self.stamp(event);
-        let report = self.summary.render_markdown();
         let (reply, answer) = oneshot::channel();
         let failure = self.failure.clone();
         let _ = self
             .commands
-            .send(Command::Finish(record, message.best_source, report, reply));
+            .send(Command::Finish(record, message.best_source, reply));
         Box::pin(answer_of(answer, failure))
     }
 }

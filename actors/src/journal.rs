@@ -2,7 +2,7 @@
 //! with milliseconds) and `type`. docs/journal.md documents every record; resume, reports and
 //! later tools read it, so a change of shape is a change of `SCHEMA_VERSION`.
 //!
-//! Records are read back too (`JournalRecord::from_json`): version 2 journals rebuild the
+//! Records are read back too (`JournalRecord::from_line`, a whole journal with `read_journal`): version 2 journals rebuild the
 //! search's state, and version 1 journals still give a report (the fields version 2 added read
 //! as absent).
 
@@ -13,6 +13,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::analysis::AnalyzedBottleneck;
 use crate::model::{CandidateId, DeviceId, Provenance, Reference, Verdict};
 use crate::ports::{RequestKind, TokenUsage};
+
+mod reading;
+pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
 pub const SCHEMA_VERSION: u32 = 2;
 
@@ -493,6 +496,12 @@ impl JournalRecord {
             .map_err(|error| RecordError::Event(error.to_string()))?;
         Ok(JournalRecord { t, event })
     }
+}
+
+/// A time to the whole millisecond, as the journal keeps it.
+pub fn whole_millis(t: SystemTime) -> SystemTime {
+    let since_epoch = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    SystemTime::UNIX_EPOCH + Duration::from_millis(since_epoch.as_millis() as u64)
 }
 
 /// `2026-12-02T10:35:44.123Z`. Written here rather than with a date crate: it is the one format

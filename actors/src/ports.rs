@@ -309,7 +309,8 @@ pub trait RunStore: Send {
     fn write_best_kernel(&mut self, source: &str) -> io::Result<()>;
     /// Makes `<run>/<name>/` with these files and returns its path (the final check's folder).
     fn prepare_folder(&mut self, name: &str, files: &[(String, String)]) -> io::Result<PathBuf>;
-    fn write_report(&mut self, markdown: &str) -> io::Result<()>;
+    /// Writes report.md and report.html, each replaced whole (a reader never sees half of one).
+    fn write_report(&mut self, markdown: &str, html: &str) -> io::Result<()>;
 }
 
 /// Where progress goes for the person watching: plain lines or JSON events.

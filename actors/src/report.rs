@@ -1,11 +1,16 @@
-//! report.md, built from the journal's records alone: whatever the report says, the journal
-//! shows how it was reached.
+//! report.md and report.html, built from the journal's records alone: whatever the report says,
+//! the journal shows how it was reached. `RunSummary` is the one summary of a run; report.md
+//! renders it as text, report.html as the same text beside plots of it (`html`, `plots`).
+
+mod html;
+mod plots;
+mod svg;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
-use crate::journal::{Event, JournalRecord, RunOutcome, Step};
+use crate::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step};
 use crate::model::{CandidateId, DeviceId, Reference, is_tampering};
 
 #[derive(Clone, Debug, Default)]
@@ -27,13 +32,102 @@ enum FinalSubject {
     Compile,
 }
 
+/// A step that occupied a device, from its `step_started` to its `step_finished` (none yet: it
+/// was still running at the journal's last record).
+#[derive(Clone, Debug)]
+struct StepSpan {
+    candidate: CandidateId,
+    step: Step,
+    start: SystemTime,
+    end: Option<SystemTime>,
+}
+
 #[derive(Clone, Debug, Default)]
 struct DeviceTime {
     name: String,
     /// What the device's evaluator last said it sees: name, UUID, PCI bus id, versions.
     seen: Option<String>,
-    busy: Duration,
-    open: BTreeMap<(CandidateId, &'static str), SystemTime>,
+    spans: Vec<StepSpan>,
+    /// The spans still open, by candidate and step: indices into `spans`.
+    open: BTreeMap<(CandidateId, &'static str), usize>,
+}
+
+/// Why a candidate failed, as the plots mark it: from its last `evaluated` record's outcome,
+/// its `candidate_finished` reason (tampering) and `duplicate_of`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum FailureKind {
+    WrongOutput,
+    Tampered,
+    Crashed,
+    WorkerDied,
+    Unstartable,
+    Duplicate,
+    /// No evaluation attempt was journaled: no code came, a request failed, or the journal is
+    /// of version 1 (which had no `evaluated` records).
+    NotEvaluated,
+}
+
+impl FailureKind {
+    fn of(
+        reason: &str,
+        duplicate_of: Option<CandidateId>,
+        last_evaluation: Option<EvaluationOutcome>,
+    ) -> FailureKind {
+        if duplicate_of.is_some() {
+            return FailureKind::Duplicate;
+        }
+        if is_tampering(reason) {
+            return FailureKind::Tampered;
+        }
+        match last_evaluation {
+            Some(EvaluationOutcome::WrongOutput) => FailureKind::WrongOutput,
+            Some(EvaluationOutcome::Failed) => FailureKind::Crashed,
+            Some(EvaluationOutcome::WorkerDied) => FailureKind::WorkerDied,
+            Some(EvaluationOutcome::Unstartable) => FailureKind::Unstartable,
+            Some(EvaluationOutcome::Verified) | None => FailureKind::NotEvaluated,
+        }
+    }
+
+    /// The name the report's SVG gives it (`data-reason`).
+    fn name(self) -> &'static str {
+        match self {
+            FailureKind::WrongOutput => "wrong_output",
+            FailureKind::Tampered => "tampered",
+            FailureKind::Crashed => "crashed",
+            FailureKind::WorkerDied => "worker_died",
+            FailureKind::Unstartable => "unstartable",
+            FailureKind::Duplicate => "duplicate",
+            FailureKind::NotEvaluated => "not_evaluated",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            FailureKind::WrongOutput => "wrong output",
+            FailureKind::Tampered => "tampered with the evaluator",
+            FailureKind::Crashed => "crashed, timed out or could not be timed",
+            FailureKind::WorkerDied => "its worker died",
+            FailureKind::Unstartable => "its evaluator could not start",
+            FailureKind::Duplicate => "a duplicate of an earlier candidate",
+            FailureKind::NotEvaluated => "not evaluated (no code, a failed request)",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Fate {
+    Verified { time_ms: f64 },
+    Failed { kind: FailureKind, reason: String },
+}
+
+/// A candidate whose fate the journal records.
+#[derive(Clone, Debug)]
+struct FinishedCandidate {
+    parent: Option<CandidateId>,
+    round: u32,
+    device: DeviceId,
+    finished: SystemTime,
+    fate: Fate,
 }
 
 /// Everything the report needs, accumulated record by record.
@@ -41,7 +135,10 @@ struct DeviceTime {
 pub struct RunSummary {
     started: Option<SystemTime>,
     finished: Option<SystemTime>,
+    /// The latest record's time: where a run still going (or killed) has got to.
+    last_record: Option<SystemTime>,
     configuration: Vec<(String, String)>,
+    strategy: String,
     simulated: bool,
     initial_ms: Option<f64>,
     eager_ms: Option<f64>,
@@ -54,12 +151,25 @@ pub struct RunSummary {
     profile_times: BTreeMap<CandidateId, f64>,
     rounds: BTreeMap<u32, RoundRow>,
     devices: BTreeMap<DeviceId, DeviceTime>,
+    /// Every candidate with a `candidate_finished` record, and the outcome of each candidate's
+    /// latest evaluation attempt (what its failure is marked by).
+    candidates: BTreeMap<CandidateId, FinishedCandidate>,
+    last_evaluations: BTreeMap<CandidateId, EvaluationOutcome>,
+    /// The beam as the latest `beam_updated` left it.
+    beam: Vec<CandidateId>,
     outcome: Option<(RunOutcome, String)>,
     best: Option<(CandidateId, f64)>,
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
     tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
     profiling_note: Option<String>,
+}
+
+/// report.md and report.html of one moment of a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenderedReport {
+    pub markdown: String,
+    pub html: String,
 }
 
 fn step_key(step: Step) -> &'static str {
@@ -86,6 +196,8 @@ fn table_cell(text: &str) -> String {
 
 impl RunSummary {
     pub fn observe(&mut self, record: &JournalRecord) {
+        self.last_record = Some(self.last_record.map_or(record.t, |last| last.max(record.t)));
+        self.observe_for_plots(record);
         match &record.event {
             Event::CandidateFinished {
                 candidate,
@@ -117,6 +229,7 @@ impl RunSummary {
                 ..
             } => {
                 self.started = Some(record.t);
+                self.strategy = strategy.clone();
                 self.simulated = *simulated;
                 self.configuration = vec![
                     ("strategy".into(), strategy.clone()),
@@ -139,11 +252,16 @@ impl RunSummary {
                 step,
                 ..
             } => {
-                self.devices
-                    .entry(*device)
-                    .or_default()
+                let device_time = self.devices.entry(*device).or_default();
+                device_time
                     .open
-                    .insert((*candidate, step_key(*step)), record.t);
+                    .insert((*candidate, step_key(*step)), device_time.spans.len());
+                device_time.spans.push(StepSpan {
+                    candidate: *candidate,
+                    step: *step,
+                    start: record.t,
+                    end: None,
+                });
             }
             Event::StepFinished {
                 candidate,
@@ -152,8 +270,8 @@ impl RunSummary {
                 ..
             } => {
                 let device_time = self.devices.entry(*device).or_default();
-                if let Some(start) = device_time.open.remove(&(*candidate, step_key(*step))) {
-                    device_time.busy += record.t.duration_since(start).unwrap_or_default();
+                if let Some(index) = device_time.open.remove(&(*candidate, step_key(*step))) {
+                    device_time.spans[index].end = Some(record.t);
                 }
             }
             Event::CandidateFinished {
@@ -289,27 +407,133 @@ impl RunSummary {
         }
     }
 
+    /// What only the plots need: each candidate's fate, each evaluation's outcome, the beam.
+    fn observe_for_plots(&mut self, record: &JournalRecord) {
+        match &record.event {
+            Event::Evaluated {
+                candidate, outcome, ..
+            } => {
+                self.last_evaluations.insert(*candidate, *outcome);
+            }
+            Event::CandidateFinished {
+                candidate,
+                parent,
+                round,
+                device,
+                passed,
+                time_ms,
+                reason,
+                duplicate_of,
+                ..
+            } => {
+                let fate = match (passed, time_ms) {
+                    (true, Some(time_ms)) => Fate::Verified { time_ms: *time_ms },
+                    _ => {
+                        let reason = reason
+                            .clone()
+                            .unwrap_or_else(|| "passed, but no time was recorded".into());
+                        let last_evaluation = self.last_evaluations.get(candidate).copied();
+                        Fate::Failed {
+                            kind: FailureKind::of(&reason, *duplicate_of, last_evaluation),
+                            reason,
+                        }
+                    }
+                };
+                self.candidates.insert(
+                    *candidate,
+                    FinishedCandidate {
+                        parent: *parent,
+                        round: *round,
+                        device: *device,
+                        finished: record.t,
+                        fate,
+                    },
+                );
+            }
+            Event::BeamUpdated { beam, .. } => {
+                self.beam = beam.iter().map(|member| member.candidate).collect();
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether the journal has its `run_finished` record. Without one the run is still going,
+    /// or was killed.
+    pub fn is_finished(&self) -> bool {
+        self.outcome.is_some()
+    }
+
+    /// Where the journal ends: `run_finished`, or the latest record of a run still going.
+    fn end(&self) -> Option<SystemTime> {
+        self.finished.or(self.last_record)
+    }
+
     fn wall_time(&self) -> Duration {
-        match (self.started, self.finished) {
+        match (self.started, self.end()) {
             (Some(start), Some(end)) => end.duration_since(start).unwrap_or_default(),
             _ => Duration::ZERO,
         }
     }
 
-    /// Each device's busy fraction: time verifying, timing or profiling over the run's wall time.
+    /// The journal's end in seconds since the start.
+    fn end_seconds(&self) -> f64 {
+        self.end().map_or(0.0, |end| self.seconds_since_start(end))
+    }
+
+    /// Seconds from the run's start to `t`, the plots' time axis.
+    fn seconds_since_start(&self, t: SystemTime) -> f64 {
+        self.started
+            .and_then(|start| t.duration_since(start).ok())
+            .map_or(0.0, |since| since.as_secs_f64())
+    }
+
+    /// When a device was busy, in seconds since the start: its steps' spans with overlaps
+    /// merged, a step still open at the journal's end counted up to it.
+    fn busy_intervals(&self, device: &DeviceTime) -> Vec<(f64, f64)> {
+        let end = self.end_seconds();
+        let mut spans: Vec<(f64, f64)> = device
+            .spans
+            .iter()
+            .map(|span| {
+                let start = self.seconds_since_start(span.start);
+                let stop = span.end.map_or(end, |t| self.seconds_since_start(t));
+                (start, stop.max(start))
+            })
+            .collect();
+        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut merged: Vec<(f64, f64)> = Vec::new();
+        for (start, stop) in spans {
+            match merged.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(stop),
+                _ => merged.push((start, stop)),
+            }
+        }
+        merged
+    }
+
+    /// Each device's busy fraction: time verifying, timing or profiling over the run's wall time
+    /// (up to the journal's last record for a run still going).
     pub fn busy_fractions(&self) -> BTreeMap<DeviceId, f64> {
         let wall = self.wall_time().as_secs_f64();
         self.devices
             .iter()
             .map(|(device, time)| {
-                let fraction = if wall > 0.0 {
-                    time.busy.as_secs_f64() / wall
-                } else {
-                    0.0
-                };
+                let busy: f64 = self
+                    .busy_intervals(time)
+                    .iter()
+                    .map(|(start, stop)| stop - start)
+                    .sum();
+                let fraction = if wall > 0.0 { busy / wall } else { 0.0 };
                 (*device, fraction)
             })
             .collect()
+    }
+
+    /// report.md and report.html: the same tables, the page with the plots beside them.
+    pub fn render(&self) -> RenderedReport {
+        let markdown = self.render_markdown();
+        let html = html::page(self, &markdown);
+        RenderedReport { markdown, html }
     }
 
     pub fn render_markdown(&self) -> String {
@@ -331,6 +555,13 @@ impl RunSummary {
             let _ = writeln!(
                 out,
                 "Outcome: **{outcome}** ({reason}); wall time {:.1} s.\n",
+                self.wall_time().as_secs_f64()
+            );
+        } else if let Some(last) = self.last_record {
+            let _ = writeln!(
+                out,
+                "Still going, or killed: no run_finished record yet; the journal's last record is from {} ({:.1} s after the start).\n",
+                crate::journal::format_utc_millis(last),
                 self.wall_time().as_secs_f64()
             );
         }

@@ -59,6 +59,8 @@ struct MemoryStore {
     milestones: Milestones,
     fault: StoreFault,
     best: Arc<Mutex<Vec<String>>>,
+    /// Every report.md and report.html written, in order.
+    reports: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 impl RunStore for MemoryStore {
@@ -103,7 +105,11 @@ impl RunStore for MemoryStore {
     fn prepare_folder(&mut self, name: &str, _: &[(String, String)]) -> std::io::Result<PathBuf> {
         Ok(PathBuf::from(format!("/run/{name}")))
     }
-    fn write_report(&mut self, _: &str) -> std::io::Result<()> {
+    fn write_report(&mut self, markdown: &str, html: &str) -> std::io::Result<()> {
+        self.reports
+            .lock()
+            .unwrap()
+            .push((markdown.to_string(), html.to_string()));
         Ok(())
     }
 }
@@ -509,6 +515,8 @@ struct Ran {
     peak_code_requests: usize,
     /// Every best_kernel.py written, in order.
     best_written: Vec<String>,
+    /// Every report.md and report.html written, in order.
+    reports: Vec<(String, String)>,
 }
 
 fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
@@ -520,12 +528,14 @@ fn run_recorded(scenario: Scenario) -> Ran {
     let journal: Journal = Arc::default();
     let milestones = Milestones::new();
     let best_written = Arc::new(Mutex::new(Vec::new()));
+    let reports = Arc::new(Mutex::new(Vec::new()));
     let io = RunIo {
         store: Box::new(MemoryStore {
             journal: journal.clone(),
             milestones: milestones.clone(),
             fault: scenario.store,
             best: best_written.clone(),
+            reports: reports.clone(),
         }),
         progress: Box::new(Silent),
         clock: Arc::new(WallClock),
@@ -621,6 +631,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     let requests = requests.borrow().clone();
     let peak_code_requests = code_in_flight.borrow().1;
     let best_written = best_written.lock().unwrap().clone();
+    let reports = reports.lock().unwrap().clone();
     Ran {
         result,
         events,
@@ -628,6 +639,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
         requests,
         peak_code_requests,
         best_written,
+        reports,
     }
 }
 
@@ -1803,4 +1815,70 @@ fn a_proposal_that_differs_only_in_comments_and_spacing_is_a_duplicate() {
         .collect();
     duplicates.sort();
     assert_eq!(duplicates, [(1, None), (2, Some(1))]);
+}
+
+/// The rounds a report.md's Rounds table has a row for.
+fn rounds_in_report(markdown: &str) -> Vec<u32> {
+    let rounds = markdown
+        .split("## Rounds")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .unwrap_or_default();
+    rounds
+        .lines()
+        .filter_map(|line| line.strip_prefix("| ")?.split(" |").next()?.parse().ok())
+        .collect()
+}
+
+/// Each report written: the rounds its table shows, whether it is the finished run's, and
+/// whether its page has the plots.
+fn reports_written(ran: &Ran) -> Vec<(Vec<u32>, bool, bool)> {
+    ran.reports
+        .iter()
+        .map(|(markdown, html)| {
+            (
+                rounds_in_report(markdown),
+                markdown.contains("Outcome: **completed**"),
+                html.matches("<svg").count() == 3,
+            )
+        })
+        .collect()
+}
+
+fn assert_rewritten_after_each_of_three_rounds_and_at_the_end(ran: &Ran) {
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    assert_eq!(
+        reports_written(ran),
+        vec![
+            (vec![1], false, true),
+            (vec![1, 2], false, true),
+            (vec![1, 2, 3], false, true),
+            (vec![1, 2, 3], true, true),
+        ]
+    );
+}
+
+#[test]
+fn the_report_is_rewritten_after_every_round_and_at_the_end() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 1, 3),
+        answers: vec![(now(), code(5)), (now(), code(4)), (now(), code(3))],
+        ..Scenario::default()
+    });
+    assert_rewritten_after_each_of_three_rounds_and_at_the_end(&ran);
+    assert!(
+        ran.reports[0].0.contains("Still going, or killed"),
+        "{}",
+        ran.reports[0].0
+    );
+}
+
+#[test]
+fn a_steady_search_rewrites_the_report_every_n_times_m_candidates() {
+    let answers = (1..=6).map(|k| (now(), code(10 + k as u32))).collect();
+    let ran = run_recorded(Scenario {
+        answers,
+        ..steady(beam(1, 2, 3), 3)
+    });
+    assert_rewritten_after_each_of_three_rounds_and_at_the_end(&ran);
 }

@@ -4,6 +4,24 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The kactors binary, run in `dir` with no configuration folder or log filter from outside.
+pub fn kactors(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
+    command
+        .current_dir(dir)
+        .env_remove("KACTORS_CONFIG_DIR")
+        .env_remove("RUST_LOG");
+    command
+}
+
+/// One of the kernel directories under examples/.
+pub fn example(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
+}
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")

@@ -1,0 +1,85 @@
+//! report.html: one self-contained page (inline CSS and SVG; no script, no font, nothing fetched,
+//! which its Content-Security-Policy also enforces) holding report.md's text and tables with the
+//! plots after the header.
+
+use pulldown_cmark::{Event as Markdown, Options, Parser, html::push_html};
+
+use super::RunSummary;
+use super::plots::{best_over_time, candidates_by_round, device_timelines};
+use super::svg::escape;
+
+const STYLE: &str = "\
+body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+figure { margin: 1.5em 0; }
+figcaption { font-weight: bold; margin-bottom: 0.3em; }
+svg { max-width: 100%; height: auto; background: #fff; }
+";
+
+/// The plots, each with its caption.
+fn plots(summary: &RunSummary) -> String {
+    [
+        (
+            "The best verified time against wall-clock time",
+            best_over_time(summary),
+        ),
+        (
+            "Every candidate's time by round: the beam ringed, failures by reason",
+            candidates_by_round(summary),
+        ),
+        (
+            "Each device's timeline and busy fraction",
+            device_timelines(summary),
+        ),
+    ]
+    .into_iter()
+    .map(|(caption, svg)| format!("<figure><figcaption>{caption}</figcaption>{svg}</figure>\n"))
+    .collect()
+}
+
+/// report.md as HTML. Raw HTML in it (a failure's reason quotes whatever a candidate printed) is
+/// shown as text, never passed through.
+fn markdown_html(markdown: &str) -> String {
+    let events = Parser::new_ext(markdown, Options::ENABLE_TABLES).map(|event| match event {
+        Markdown::Html(text) | Markdown::InlineHtml(text) => Markdown::Text(text),
+        other => other,
+    });
+    let mut html = String::new();
+    push_html(&mut html, events);
+    html
+}
+
+pub(super) fn page(summary: &RunSummary, markdown: &str) -> String {
+    let body = markdown_html(markdown);
+    // The plots go after the header (title and outcome), before the first section.
+    let split = body.find("<h2>").unwrap_or(body.len());
+    let (header, sections) = body.split_at(split);
+    let title = if summary.strategy.is_empty() {
+        "kactors run report".to_string()
+    } else {
+        format!("kactors run report: {}", summary.strategy)
+    };
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n{header}{}{sections}</body>\n</html>\n",
+        escape(&title),
+        plots(summary)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_in_the_markdown_is_shown_as_text() {
+        let html = markdown_html("| a |\n|---|\n| <script>alert(1)</script> <img src=x> |\n");
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("<img"), "{html}");
+        assert!(html.contains("<table>"), "{html}");
+    }
+}

@@ -1,0 +1,515 @@
+//! report.html's three plots, each an `<svg>` drawn from the run's summary: the best time against
+//! wall-clock time, every candidate's time by round, and each device's timeline. Each data mark
+//! says what it shows in its class and `data-` attributes (README: "report.html"), so that the
+//! page can be checked against the journal.
+
+use std::collections::BTreeMap;
+
+use super::svg::{Axis, Mark, Svg, Swatch, cross, legend, tick_label, x_axis, y_axis};
+use super::{FailureKind, Fate, FinishedCandidate, RunSummary, step_key};
+use crate::journal::Step;
+use crate::model::CandidateId;
+
+const WIDTH: f64 = 960.0;
+/// The plot areas' right edge.
+const RIGHT: f64 = WIDTH - 24.0;
+/// The plot areas' left edge, where the vertical axis' labels end.
+const LEFT: f64 = 72.0;
+/// Where the legend's first row sits.
+const LEGEND: f64 = 20.0;
+
+const BEST: &str = "#0072b2";
+const EAGER: &str = "#d55e00";
+const COMPILE: &str = "#cc79a7";
+const IDLE: &str = "#e8e8e8";
+
+fn step_colour(step: Step) -> &'static str {
+    match step {
+        Step::Verify => "#56b4e9",
+        Step::Time => "#009e73",
+        Step::Profile => "#e69f00",
+        Step::Reference => "#cc79a7",
+    }
+}
+
+fn failure_colour(kind: FailureKind) -> &'static str {
+    match kind {
+        FailureKind::WrongOutput => "#d55e00",
+        FailureKind::Tampered => "#000000",
+        FailureKind::Crashed => "#e69f00",
+        FailureKind::WorkerDied => "#cc79a7",
+        FailureKind::Unstartable => "#56b4e9",
+        FailureKind::Duplicate => "#999999",
+        FailureKind::NotEvaluated => "#8c6d00",
+    }
+}
+
+/// The unit a time axis counts in, by the run's length: seconds, minutes or hours.
+struct TimeUnit {
+    seconds: f64,
+    name: &'static str,
+}
+
+impl TimeUnit {
+    fn for_run(seconds: f64) -> TimeUnit {
+        let (seconds, name) = if seconds <= 180.0 {
+            (1.0, "s")
+        } else if seconds <= 3.0 * 3600.0 {
+            (60.0, "min")
+        } else {
+            (3600.0, "h")
+        };
+        TimeUnit { seconds, name }
+    }
+}
+
+/// The horizontal axis of wall-clock time, from the run's start to the journal's end.
+fn time_axis(summary: &RunSummary, left: f64) -> (Axis, TimeUnit) {
+    let end = summary.end_seconds();
+    let unit = TimeUnit::for_run(end);
+    (Axis::linear(0.0, end / unit.seconds, left, RIGHT), unit)
+}
+
+/// The wall-clock axis along a plot's bottom edge.
+fn time_x_axis(svg: &mut Svg, x: &Axis, unit: &TimeUnit, bottom: f64, top: f64) {
+    let title = format!("wall-clock time since the run started ({})", unit.name);
+    x_axis(svg, &labelled(x), bottom, top, &title);
+}
+
+fn labelled(axis: &Axis) -> Vec<(f64, String)> {
+    axis.ticks()
+        .into_iter()
+        .map(|value| (axis.at(value), tick_label(value)))
+        .collect()
+}
+
+/// A verified kernel faster than every one before it, when it finished.
+struct Improvement {
+    candidate: CandidateId,
+    seconds: f64,
+    time_ms: f64,
+}
+
+/// The best time as it fell: each verified candidate, in the order they finished, that beat
+/// all before it (the initial kernel first).
+fn improvements(summary: &RunSummary) -> Vec<Improvement> {
+    let mut verified: Vec<(f64, CandidateId, f64)> = summary
+        .candidates
+        .iter()
+        .filter_map(|(id, candidate)| match candidate.fate {
+            Fate::Verified { time_ms } => Some((
+                summary.seconds_since_start(candidate.finished),
+                *id,
+                time_ms,
+            )),
+            Fate::Failed { .. } => None,
+        })
+        .collect();
+    verified.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut best = f64::INFINITY;
+    let mut out = Vec::new();
+    for (seconds, candidate, time_ms) in verified {
+        if time_ms < best {
+            best = time_ms;
+            out.push(Improvement {
+                candidate,
+                seconds,
+                time_ms,
+            });
+        }
+    }
+    out
+}
+
+/// The best verified time against wall-clock time, with PyTorch eager and torch.compile as
+/// lines when they were measured.
+pub(super) fn best_over_time(summary: &RunSummary) -> String {
+    const HEIGHT: f64 = 340.0;
+    let (top, bottom) = (56.0, HEIGHT - 48.0);
+    let (x, unit) = time_axis(summary, LEFT);
+    let improvements = improvements(summary);
+    let references: Vec<(&str, &str, &str, f64)> = [
+        ("eager", "PyTorch eager", EAGER, summary.eager_ms),
+        ("compile", "torch.compile", COMPILE, summary.compile_ms),
+    ]
+    .into_iter()
+    .filter_map(|(which, name, colour, ms)| Some((which, name, colour, ms?)))
+    .collect();
+    let highest = improvements
+        .iter()
+        .map(|improvement| improvement.time_ms)
+        .chain(references.iter().map(|reference| reference.3))
+        .filter(|ms| ms.is_finite())
+        .fold(0.0, f64::max);
+    let y = Axis::linear(0.0, highest * 1.1, bottom, top);
+    let mut svg = Svg::new(
+        WIDTH,
+        HEIGHT,
+        "plot best-time",
+        "The best verified time against wall-clock time",
+    );
+    time_x_axis(&mut svg, &x, &unit, bottom, top);
+    y_axis(&mut svg, &labelled(&y), LEFT, RIGHT, "best time (ms)");
+    let mut entries = vec![(
+        Swatch::Line {
+            colour: BEST,
+            dashed: false,
+        },
+        "best verified kernel".to_string(),
+    )];
+    for (_, name, colour, _) in &references {
+        entries.push((
+            Swatch::Line {
+                colour,
+                dashed: true,
+            },
+            name.to_string(),
+        ));
+    }
+    legend(&mut svg, LEFT, LEGEND, RIGHT, &entries);
+    if let Some(first) = improvements.first() {
+        let mut path = format!(
+            "M{:.2} {:.2}",
+            x.at(first.seconds / unit.seconds),
+            y.at(first.time_ms)
+        );
+        for improvement in &improvements[1..] {
+            path.push_str(&format!(
+                "H{:.2}V{:.2}",
+                x.at(improvement.seconds / unit.seconds),
+                y.at(improvement.time_ms)
+            ));
+        }
+        path.push_str(&format!("H{RIGHT:.2}"));
+        svg.add(
+            Mark::new("path")
+                .attr("class", "best-line")
+                .attr("d", path)
+                .attr("fill", "none")
+                .attr("stroke", BEST)
+                .attr("stroke-width", 2),
+        );
+    } else {
+        svg.label(
+            (LEFT + RIGHT) / 2.0,
+            (top + bottom) / 2.0,
+            "middle",
+            "no kernel verified yet",
+        );
+    }
+    for improvement in &improvements {
+        svg.add(
+            Mark::new("circle")
+                .attr("class", "best")
+                .attr("data-candidate", improvement.candidate)
+                .attr("data-ms", improvement.time_ms)
+                .attr("data-seconds", format_args!("{:.3}", improvement.seconds))
+                .px("cx", x.at(improvement.seconds / unit.seconds))
+                .px("cy", y.at(improvement.time_ms))
+                .attr("r", 4)
+                .attr("fill", BEST)
+                .title(format!(
+                    "candidate {}: {:.4} ms, {:.1} s after the start",
+                    improvement.candidate, improvement.time_ms, improvement.seconds
+                )),
+        );
+    }
+    for (which, name, colour, ms) in &references {
+        let level = y.at(*ms);
+        svg.add(
+            Mark::new("line")
+                .attr("class", "reference")
+                .attr("data-which", which)
+                .attr("data-ms", ms)
+                .px("x1", LEFT)
+                .px("y1", level)
+                .px("x2", RIGHT)
+                .px("y2", level)
+                .attr("stroke", colour)
+                .attr("stroke-width", 2)
+                .attr("stroke-dasharray", "6 3")
+                .title(format!("{name}: {ms:.4} ms")),
+        );
+        svg.label(RIGHT, level - 4.0, "end", &format!("{name} {ms:.4} ms"));
+    }
+    svg.finish()
+}
+
+/// Every candidate whose fate is known, by round: verified ones at their time (log scale), the
+/// beam ringed, failed ones as crosses in a band above, coloured by reason.
+pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
+    const HEIGHT: f64 = 400.0;
+    let band = (64.0, 88.0);
+    let (top, bottom) = (100.0, HEIGHT - 48.0);
+    let last_round = summary
+        .candidates
+        .values()
+        .map(|candidate| candidate.round)
+        .max()
+        .unwrap_or(0);
+    let x = Axis::linear(-0.5, f64::from(last_round) + 0.5, LEFT, RIGHT);
+    let times: Vec<f64> = summary
+        .candidates
+        .values()
+        .filter_map(|candidate| match candidate.fate {
+            Fate::Verified { time_ms } if time_ms.is_finite() && time_ms > 0.0 => Some(time_ms),
+            _ => None,
+        })
+        .collect();
+    let fastest = times.iter().copied().fold(f64::INFINITY, f64::min);
+    let slowest = times.iter().copied().fold(0.0, f64::max);
+    let y = Axis::log(fastest / 1.25, slowest * 1.25, bottom, top);
+    let mut svg = Svg::new(
+        WIDTH,
+        HEIGHT,
+        "plot candidates",
+        "Every candidate's time by round, the beam ringed, failures by reason",
+    );
+    let stride = last_round / 24 + 1;
+    let round_ticks: Vec<(f64, String)> = (0..=last_round)
+        .step_by(stride as usize)
+        .map(|round| (x.at(f64::from(round)), round.to_string()))
+        .collect();
+    x_axis(
+        &mut svg,
+        &round_ticks,
+        bottom,
+        top,
+        "round (0: the initial kernel)",
+    );
+    y_axis(&mut svg, &labelled(&y), LEFT, RIGHT, "time (ms, log scale)");
+    svg.add(
+        Mark::new("rect")
+            .attr("class", "failure-band")
+            .px("x", LEFT)
+            .px("y", band.0)
+            .px("width", RIGHT - LEFT)
+            .px("height", band.1 - band.0)
+            .attr("fill", "#fbeee6"),
+    );
+    svg.label(LEFT - 8.0, band.1 - 8.0, "end", "failed");
+
+    let mut by_round: BTreeMap<u32, Vec<(CandidateId, &FinishedCandidate)>> = BTreeMap::new();
+    for (id, candidate) in &summary.candidates {
+        by_round
+            .entry(candidate.round)
+            .or_default()
+            .push((*id, candidate));
+    }
+    let mut kinds = Vec::new();
+    for (round, members) in &by_round {
+        let count = members.len() as f64;
+        for (index, (id, candidate)) in members.iter().enumerate() {
+            let offset = -0.35 + 0.7 * (index as f64 + 0.5) / count;
+            let cx = x.at(f64::from(*round) + offset);
+            let whose = match candidate.parent {
+                Some(parent) => format!(
+                    "candidate {id} (round {round}, parent {parent}, device {})",
+                    candidate.device
+                ),
+                None => format!("candidate {id}, the initial kernel"),
+            };
+            match &candidate.fate {
+                Fate::Verified { time_ms } => {
+                    let cy = y.at(*time_ms);
+                    let in_beam = summary.beam.contains(id);
+                    let beam_note = if in_beam { "; in the beam" } else { "" };
+                    svg.add(
+                        Mark::new("circle")
+                            .attr("class", "candidate")
+                            .attr("data-candidate", id)
+                            .attr("data-round", round)
+                            .attr("data-fate", "verified")
+                            .attr("data-ms", time_ms)
+                            .px("cx", cx)
+                            .px("cy", cy)
+                            .attr("r", 4)
+                            .attr("fill", BEST)
+                            .title(format!("{whose}: {time_ms:.4} ms{beam_note}")),
+                    );
+                    if in_beam {
+                        svg.add(
+                            Mark::new("circle")
+                                .attr("class", "beam")
+                                .attr("data-candidate", id)
+                                .px("cx", cx)
+                                .px("cy", cy)
+                                .attr("r", 7)
+                                .attr("fill", "none")
+                                .attr("stroke", "#000")
+                                .attr("stroke-width", 1.5),
+                        );
+                    }
+                }
+                Fate::Failed { kind, reason } => {
+                    if !kinds.contains(kind) {
+                        kinds.push(*kind);
+                    }
+                    let reason = reason.lines().next().unwrap_or_default();
+                    svg.add(
+                        Mark::new("path")
+                            .attr("class", "candidate")
+                            .attr("data-candidate", id)
+                            .attr("data-round", round)
+                            .attr("data-fate", "failed")
+                            .attr("data-reason", kind.name())
+                            .attr("d", cross(cx, (band.0 + band.1) / 2.0, 4.0))
+                            .attr("stroke", failure_colour(*kind))
+                            .attr("stroke-width", 2)
+                            .title(format!("{whose}: {}: {reason}", kind.label())),
+                    );
+                }
+            }
+        }
+    }
+    kinds.sort();
+    let mut entries = vec![
+        (Swatch::Dot { colour: BEST }, "verified".to_string()),
+        (Swatch::Ring, "in the beam".to_string()),
+    ];
+    entries.extend(kinds.into_iter().map(|kind| {
+        (
+            Swatch::Cross {
+                colour: failure_colour(kind),
+            },
+            kind.label().to_string(),
+        )
+    }));
+    legend(&mut svg, LEFT, LEGEND, RIGHT, &entries);
+    if summary.candidates.is_empty() {
+        svg.label(
+            (LEFT + RIGHT) / 2.0,
+            (top + bottom) / 2.0,
+            "middle",
+            "no candidate finished yet",
+        );
+    }
+    svg.finish()
+}
+
+/// The stretches of [0, end] outside the busy intervals (sorted, merged).
+fn idle_gaps(busy: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
+    let mut gaps = Vec::new();
+    let mut cursor = 0.0;
+    for (start, stop) in busy {
+        if *start > cursor {
+            gaps.push((cursor, *start));
+        }
+        cursor = f64::max(cursor, *stop);
+    }
+    if end > cursor {
+        gaps.push((cursor, end));
+    }
+    gaps
+}
+
+/// Each device's timeline: its steps (verify, time, profile, reference) and its idle stretches as
+/// coloured spans, with its busy fraction.
+pub(super) fn device_timelines(summary: &RunSummary) -> String {
+    const ROW: f64 = 22.0;
+    const GAP: f64 = 8.0;
+    const LABELS: f64 = 190.0;
+    let top = 48.0;
+    let rows = summary.devices.len().max(1) as f64;
+    let bottom = top + rows * (ROW + GAP);
+    let height = bottom + 48.0;
+    let (x, unit) = time_axis(summary, LABELS);
+    let end = summary.end_seconds();
+    let fractions = summary.busy_fractions();
+    let mut svg = Svg::new(
+        WIDTH,
+        height,
+        "plot devices",
+        "Each device's timeline: verify, time, profile and idle spans, with its busy fraction",
+    );
+    time_x_axis(&mut svg, &x, &unit, bottom, top);
+    let span = |svg: &mut Svg, row_top: f64, start: f64, stop: f64, colour: &str, mark: Mark| {
+        let left = x.at(start / unit.seconds);
+        let width = (x.at(stop / unit.seconds) - left).max(0.0);
+        svg.add(
+            mark.attr("class", "span")
+                .attr("data-start", format_args!("{start:.3}"))
+                .attr("data-end", format_args!("{stop:.3}"))
+                .px("x", left)
+                .px("y", row_top)
+                .px("width", width)
+                .px("height", ROW)
+                .attr("fill", colour),
+        );
+    };
+    for (row, (device, time)) in summary.devices.iter().enumerate() {
+        let row_top = top + row as f64 * (ROW + GAP);
+        let fraction = fractions.get(device).copied().unwrap_or(0.0);
+        svg.add(
+            Mark::new("text")
+                .attr("class", "busy")
+                .attr("data-device", device)
+                .attr("data-fraction", format_args!("{fraction:.4}"))
+                .px("x", LABELS - 8.0)
+                .px("y", row_top + ROW / 2.0 + 4.0)
+                .attr("text-anchor", "end")
+                .title(time.name.clone())
+                .text(format!("device {device}: {:.1}% busy", fraction * 100.0)),
+        );
+        for (start, stop) in idle_gaps(&summary.busy_intervals(time), end) {
+            let mark = Mark::new("rect")
+                .attr("data-device", device)
+                .attr("data-step", "idle")
+                .title(format!("device {device} idle, {start:.1}–{stop:.1} s"));
+            span(&mut svg, row_top, start, stop, IDLE, mark);
+        }
+        for step in &time.spans {
+            let start = summary.seconds_since_start(step.start);
+            let stop = step
+                .end
+                .map_or(end, |t| summary.seconds_since_start(t))
+                .max(start);
+            let still = if step.end.is_none() {
+                " (still running at the journal's end)"
+            } else {
+                ""
+            };
+            let mut mark = Mark::new("rect")
+                .attr("data-device", device)
+                .attr("data-step", step_key(step.step))
+                .attr("data-candidate", step.candidate)
+                .title(format!(
+                    "device {device}: {} candidate {}, {start:.1}–{stop:.1} s{still}",
+                    step_key(step.step),
+                    step.candidate
+                ));
+            if step.end.is_none() {
+                mark = mark.attr("data-open", "true");
+            }
+            span(&mut svg, row_top, start, stop, step_colour(step.step), mark);
+        }
+    }
+    let entries: Vec<(Swatch, String)> = [Step::Verify, Step::Time, Step::Profile, Step::Reference]
+        .into_iter()
+        .map(|step| {
+            (
+                Swatch::Block {
+                    colour: step_colour(step),
+                },
+                step_key(step).to_string(),
+            )
+        })
+        .chain([(Swatch::Block { colour: IDLE }, "idle".to_string())])
+        .collect();
+    legend(&mut svg, LABELS, LEGEND, RIGHT, &entries);
+    svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_gaps_fill_what_the_busy_intervals_leave() {
+        assert_eq!(
+            idle_gaps(&[(1.0, 2.0), (2.0, 3.0), (5.0, 6.0)], 8.0),
+            vec![(0.0, 1.0), (3.0, 5.0), (6.0, 8.0)]
+        );
+        assert_eq!(idle_gaps(&[(0.0, 8.0)], 8.0), Vec::new());
+    }
+}

@@ -155,14 +155,19 @@ impl RunStore for RunDirectory {
         let written = self
             .journal
             .write_all(&line)
-            .and_then(|()| self.journal.flush())
-            .and_then(|()| self.journal.sync_data());
+            .and_then(|()| self.journal.flush());
         if let Err(error) = written {
             let _ = self.journal.set_len(self.journal_len);
             return Err(at(&self.root.join("journal.jsonl"), error));
         }
         self.journal_len += line.len() as u64;
         Ok(())
+    }
+
+    fn sync_journal(&mut self) -> io::Result<()> {
+        self.journal
+            .sync_data()
+            .map_err(|error| at(&self.root.join("journal.jsonl"), error))
     }
 
     fn create_candidate_folder(&mut self, id: CandidateId) -> io::Result<PathBuf> {

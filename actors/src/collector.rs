@@ -194,30 +194,74 @@ impl Actor for Collector {
     type Context = Context<Self>;
 }
 
-/// The writer thread: runs until the Collector is gone. The first disk error is reported at
-/// once through `failed` and again when the run finishes; later writes are still attempted (a
-/// freed disk lets the last records through) but not reported again. It keeps the run's
-/// summary, record by record, and rewrites the report after each `round_finished` (in steady
-/// search, each N × M candidates) and at the end.
+/// The most commands the writer thread takes before it syncs the journal.
+const MOST_PER_SYNC: usize = 512;
+
+/// The writer thread: runs until the Collector is gone. It takes the commands queued so far, at
+/// most `MOST_PER_SYNC`, then syncs the journal once (group commit: a sync costs milliseconds,
+/// and a busy run makes hundreds of records a second). The first disk error is reported at once
+/// through `failed` and again when the run finishes; later writes are still attempted (a freed
+/// disk lets the last records through) but not reported again. It keeps the run's summary,
+/// record by record, and rewrites the report after each `round_finished` (in steady search,
+/// each N × M candidates) and at the end.
 fn write_records(
-    mut store: Box<dyn RunStore>,
-    mut progress: Box<dyn ProgressSink>,
+    store: Box<dyn RunStore>,
+    progress: Box<dyn ProgressSink>,
     commands: mpsc::Receiver<Command>,
     failed: &Reporter,
 ) {
-    let mut errors = FirstError::default();
-    let mut summary = RunSummary::default();
-    for command in commands {
+    let mut writer = Writer {
+        store,
+        progress,
+        failed,
+        errors: FirstError::default(),
+        summary: RunSummary::default(),
+        unsynced: false,
+    };
+    while let Ok(first) = commands.recv() {
+        writer.handle(first);
+        for command in commands.try_iter().take(MOST_PER_SYNC) {
+            writer.handle(command);
+        }
+        writer.sync();
+    }
+}
+
+struct Writer<'a> {
+    store: Box<dyn RunStore>,
+    progress: Box<dyn ProgressSink>,
+    failed: &'a Reporter,
+    errors: FirstError,
+    summary: RunSummary,
+    unsynced: bool,
+}
+
+impl Writer<'_> {
+    fn append(&mut self, record: &JournalRecord) {
+        let appended = self.store.append(record);
+        let _ = self.errors.note(appended, "the journal", self.failed);
+        self.unsynced = true;
+        self.summary.observe(record);
+        self.progress.record(record);
+    }
+
+    fn sync(&mut self) {
+        if std::mem::take(&mut self.unsynced) {
+            let synced = self.store.sync_journal();
+            let _ = self.errors.note(synced, "the journal", self.failed);
+        }
+    }
+
+    fn handle(&mut self, command: Command) {
         match command {
             Command::Append(record) => {
-                let _ = errors.note(store.append(&record), "the journal", failed);
-                summary.observe(&record);
-                progress.record(&record);
+                self.append(&record);
                 if matches!(record.event, Event::RoundFinished { .. }) {
-                    rewrite_report(store.as_mut(), &summary, &mut errors, failed);
+                    self.rewrite_report();
                 }
             }
             Command::Prepare(candidate, files, reply) => {
+                let store = &mut self.store;
                 let result = store.create_candidate_folder(candidate).and_then(|folder| {
                     for (name, contents) in &files {
                         store.write_candidate_file(candidate, name, contents)?;
@@ -225,47 +269,46 @@ fn write_records(
                     Ok(folder)
                 });
                 let what = format!("the folder of candidate {candidate}");
-                let _ = reply.send(errors.note(result, &what, failed));
+                let _ = reply.send(self.errors.note(result, &what, self.failed));
             }
             Command::Folder(name, files, reply) => {
-                let result = store.prepare_folder(&name, &files);
-                let _ = reply.send(errors.note(result, &format!("{name}/"), failed));
+                let result = self.store.prepare_folder(&name, &files);
+                let what = format!("{name}/");
+                let _ = reply.send(self.errors.note(result, &what, self.failed));
             }
             Command::Write(candidate, name, contents) => {
-                let result = store.write_candidate_file(candidate, &name, &contents);
+                let result = self.store.write_candidate_file(candidate, &name, &contents);
                 let what = format!("{name} of candidate {candidate}");
-                let _ = errors.note(result, &what, failed);
+                let _ = self.errors.note(result, &what, self.failed);
             }
             Command::Best(source) => {
-                let _ = errors.note(store.write_best_kernel(&source), "best_kernel.py", failed);
+                let written = self.store.write_best_kernel(&source);
+                let _ = self.errors.note(written, "best_kernel.py", self.failed);
             }
             Command::Finish(record, best_source, reply) => {
-                let _ = errors.note(store.append(&record), "the journal", failed);
-                summary.observe(&record);
-                progress.record(&record);
+                self.append(&record);
+                self.sync();
                 if let Some(source) = best_source {
-                    let _ = errors.note(store.write_best_kernel(&source), "best_kernel.py", failed);
+                    let written = self.store.write_best_kernel(&source);
+                    let _ = self.errors.note(written, "best_kernel.py", self.failed);
                 }
-                rewrite_report(store.as_mut(), &summary, &mut errors, failed);
-                let _ = reply.send(match errors.first.take() {
+                self.rewrite_report();
+                let _ = reply.send(match self.errors.first.take() {
                     Some(error) => Err(error),
                     None => Ok(()),
                 });
             }
         }
     }
-}
 
-/// report.md and report.html as the records so far show the run.
-fn rewrite_report(
-    store: &mut dyn RunStore,
-    summary: &RunSummary,
-    errors: &mut FirstError,
-    failed: &Reporter,
-) {
-    let report = summary.render();
-    let written = store.write_report(&report.markdown, &report.html);
-    let _ = errors.note(written, "report.md and report.html", failed);
+    /// report.md and report.html as the records so far show the run.
+    fn rewrite_report(&mut self) {
+        let report = self.summary.render();
+        let written = self.store.write_report(&report.markdown, &report.html);
+        let _ = self
+            .errors
+            .note(written, "report.md and report.html", self.failed);
+    }
 }
 
 /// The first failure to write the run directory; later ones go to the log's debug level only,

@@ -1,5 +1,6 @@
-//! The LlmBroker: all LLM traffic goes through it. It caps the requests in flight, reflexions
-//! apart from the rest so that lessons never hold up proposals; the provider behind the
+//! The LlmBroker: all LLM traffic goes through it. It caps the requests in flight: requests for
+//! code, analyses and reflexions each under a cap of their own, so that a parent's analysis never
+//! waits behind a hundred proposals and lessons never hold either up; the provider behind the
 //! `LlmProvider` port does the protocol, retries and accounting.
 
 use std::rc::Rc;
@@ -22,6 +23,7 @@ pub struct CloseBroker;
 pub struct LlmBroker {
     provider: Rc<dyn LlmProvider>,
     in_flight: Rc<Semaphore>,
+    analyses_in_flight: Rc<Semaphore>,
     reflexions_in_flight: Rc<Semaphore>,
 }
 
@@ -34,6 +36,7 @@ impl LlmBroker {
         LlmBroker {
             provider,
             in_flight: Rc::new(Semaphore::new(max_inflight.max(1))),
+            analyses_in_flight: Rc::new(Semaphore::new(reflexions_in_flight.max(1))),
             reflexions_in_flight: Rc::new(Semaphore::new(reflexions_in_flight.max(1))),
         }
     }
@@ -50,9 +53,8 @@ impl Handler<Propose> for LlmBroker {
         let provider = self.provider.clone();
         let in_flight = match message.0.kind {
             RequestKind::Reflexion => self.reflexions_in_flight.clone(),
-            RequestKind::Optimize | RequestKind::Refine | RequestKind::Analysis => {
-                self.in_flight.clone()
-            }
+            RequestKind::Analysis => self.analyses_in_flight.clone(),
+            RequestKind::Optimize | RequestKind::Refine => self.in_flight.clone(),
         };
         Box::pin(async move {
             let _permit = in_flight
@@ -69,6 +71,7 @@ impl Handler<CloseBroker> for LlmBroker {
 
     fn handle(&mut self, _: CloseBroker, ctx: &mut Context<Self>) {
         self.in_flight.close();
+        self.analyses_in_flight.close();
         self.reflexions_in_flight.close();
         ctx.stop();
     }

@@ -297,8 +297,12 @@ pub trait PromptBuilder {
 /// The run directory. Only the Collector calls it, from a thread of its own, so its methods may
 /// block on the disk.
 pub trait RunStore: Send {
-    /// Appends one record to the journal, flushed and synced before it returns.
+    /// Appends one record to the journal, whole or not at all, handed to the OS (a process that
+    /// dies keeps it); `sync_journal` makes it survive the machine.
     fn append(&mut self, record: &JournalRecord) -> io::Result<()>;
+    /// Syncs the journal's appended records to disk. The Collector calls it after each batch of
+    /// records it had queued (group commit): one sync for many records.
+    fn sync_journal(&mut self) -> io::Result<()>;
     fn create_candidate_folder(&mut self, id: CandidateId) -> io::Result<PathBuf>;
     fn write_candidate_file(
         &mut self,

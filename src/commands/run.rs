@@ -52,6 +52,12 @@ fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
         .collect()
 }
 
+/// The most requests for code steady search may keep in flight when max_inflight is not set:
+/// an upper bound, since it asks for what Little's law says the devices need. A replay provider
+/// costs nothing; a paid API's rate limits (requests_per_minute) bound it further.
+const STEADY_MAX_INFLIGHT_REPLAY: usize = 256;
+const STEADY_MAX_INFLIGHT_HTTP: usize = 64;
+
 /// The LLM provider and how many requests it may have in flight.
 fn llm_provider(
     settings: &RunSettings,
@@ -71,9 +77,14 @@ fn llm_provider(
             if let Some(warning) = replay.warning() {
                 console::err(format_args!("kactors: warning: {warning}"));
             }
+            let default = if settings.search.pacing == "steady" {
+                STEADY_MAX_INFLIGHT_REPLAY
+            } else {
+                all_at_once
+            };
             Ok((
                 Rc::new(replay),
-                max_inflight.map_or(all_at_once, |cap| cap as usize),
+                max_inflight.map_or(default, |cap| cap as usize),
             ))
         }
         LlmChoice::Remote {
@@ -91,7 +102,10 @@ fn llm_provider(
             for warning in &resolved.warnings {
                 console::err(format_args!("kactors: warning: {warning}"));
             }
-            let max_inflight = resolved.max_inflight as usize;
+            let max_inflight = match keys.max_inflight {
+                None if settings.search.pacing == "steady" => STEADY_MAX_INFLIGHT_HTTP,
+                _ => resolved.max_inflight as usize,
+            };
             let http = llm::HttpProvider::new(resolved).map_err(|error| {
                 CommandError::Environment(format!("failed to set up the llm provider: {error}"))
             })?;

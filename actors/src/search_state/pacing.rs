@@ -291,16 +291,17 @@ impl Steady {
     }
 
     /// Whether there is room for another candidate now: fewer proposals are being asked for than
-    /// the pace wants (Little's law, at most max_inflight), and fewer than that plus one per
-    /// device are unresolved, so that a fast LLM does not propose the whole run from the initial
-    /// kernel while the devices work through a queue.
+    /// the pace wants (Little's law, at most max_inflight), and fewer than twice that plus one
+    /// per device are unresolved (room for the answers that arrive together to queue on the
+    /// devices), so that a fast LLM does not propose the whole run from the initial kernel
+    /// while the devices work through a queue.
     fn has_room(&self, core: &Core) -> bool {
         let wanted = core.pace.proposals_in_flight(
             core.config.devices.len(),
             self.max_inflight,
             core.config.requests_per_minute,
         );
-        core.asking.len() < wanted && self.unresolved < wanted + core.config.devices.len()
+        core.asking.len() < wanted && self.unresolved < 2 * wanted + core.config.devices.len()
     }
 
     fn advance(&mut self, core: &mut Core, out: &mut Out) {
@@ -308,6 +309,17 @@ impl Steady {
             return;
         }
         self.close_rounds(core, out);
+        let round = self.rounds.keys().next_back().copied().unwrap_or(1);
+        let members: Vec<CandidateId> = core
+            .beam
+            .as_ref()
+            .map(|beam| beam.members().iter().map(|k| k.id).collect())
+            .unwrap_or_default();
+        if self.can_plan(core) {
+            for member in members {
+                core.prepare_ahead(member, round, out);
+            }
+        }
         while self.can_plan(core) && self.has_room(core) {
             self.plan_one(core, out);
         }
@@ -324,13 +336,39 @@ impl Steady {
         core.finish(RunOutcome::Completed, reason, out);
     }
 
-    fn plan_one(&mut self, core: &mut Core, out: &mut Out) {
-        let device = first_free_device(&core.device_load);
-        let parents: Vec<CandidateId> = core
+    /// The kernels the next candidate is taken from: the beam's members that are ready, fastest
+    /// first. While none is (its new members are still being profiled or analysed), the fastest
+    /// ready kernels verified so far, as many as the beam holds, so that proposals never wait on
+    /// an analysis while devices idle; before any is ready, the beam, to wait for it.
+    fn parents_now(core: &Core) -> Vec<CandidateId> {
+        let beam: Vec<CandidateId> = core
             .beam
             .as_ref()
             .map(|beam| beam.members().iter().map(|k| k.id).collect())
             .unwrap_or_default();
+        let ready: Vec<CandidateId> = beam
+            .iter()
+            .copied()
+            .filter(|id| core.parent_ready(*id))
+            .collect();
+        if !ready.is_empty() {
+            return ready;
+        }
+        let mut verified: Vec<(CandidateId, f64)> =
+            core.verified_ms.iter().map(|(id, ms)| (*id, *ms)).collect();
+        verified.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        let fallback: Vec<CandidateId> = verified
+            .into_iter()
+            .map(|(id, _)| id)
+            .filter(|id| core.parent_ready(*id))
+            .take(beam.len().max(1))
+            .collect();
+        if fallback.is_empty() { beam } else { fallback }
+    }
+
+    fn plan_one(&mut self, core: &mut Core, out: &mut Out) {
+        let device = first_free_device(&core.device_load);
+        let parents = Self::parents_now(core);
         let Some(planned) = self.plan.next(&parents, device) else {
             return;
         };

@@ -75,6 +75,30 @@ impl Core {
         }
     }
 
+    /// Starts a kernel's preparation before any candidate is planned from it (steady search, as
+    /// soon as it joins the beam), so that proposals from it need not wait.
+    pub(super) fn prepare_ahead(&mut self, id: CandidateId, round: u32, out: &mut Out) {
+        let parent = self.parents.entry(id).or_default();
+        if parent.profile.is_none()
+            && parent.analysis.is_none()
+            && !parent.profiling
+            && !parent.analysing
+        {
+            parent.round = round;
+        }
+        self.prepare_parent(id, out);
+    }
+
+    /// Whether proposals from a kernel can go out at once: its profile (when profiling is on)
+    /// and its analysis are in, or the provider can answer no more.
+    pub(super) fn parent_ready(&self, id: CandidateId) -> bool {
+        let Some(parent) = self.parents.get(&id) else {
+            return false;
+        };
+        (parent.analysis.is_some() || self.llm_closed())
+            && (!self.profiling || parent.profile.is_some())
+    }
+
     /// How many proposals a parent gets: those waiting for it in rounds; in steady search one
     /// per bottleneck (its proposals cycle over them).
     fn proposals_per_parent(&self, id: CandidateId) -> u32 {

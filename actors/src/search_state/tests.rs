@@ -378,10 +378,10 @@ fn in_steady_search_a_proposal_takes_the_first_free_device_when_it_is_answered()
                 verified(0, 0, 8.0),
                 "0 finished at 8 ms
                  best is now 0 (8 ms)
-                 round 1 starts from [CandidateId(0)]
-                 planned 1 in round 1 from 0 (proposal 0) on 0
                  journal request r1-c0-analysis
                  ask for 2 bottlenecks of 0
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0
                  planned 2 in round 1 from 0 (proposal 1) on 0",
             ),
             (

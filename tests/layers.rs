@@ -172,7 +172,11 @@ fn check_layer(graph: &BTreeMap<String, BTreeSet<String>>, layer: &str, allowed:
 fn each_layer_imports_only_the_layers_below_it() {
     let graph = import_graph();
     check_layer(&graph, "vendor", &[]);
-    check_layer(&graph, "profiling", &["process", "signals"]);
+    check_layer(
+        &graph,
+        "profiling",
+        &["process", "signals", "devices", "vendor"],
+    );
     check_layer(&graph, "nvidia", &["profiling"]);
     check_layer(&graph, "rocm", &["profiling"]);
     check_layer(
@@ -182,6 +186,7 @@ fn each_layer_imports_only_the_layers_below_it() {
     );
     check_layer(&graph, "devices", &["process", "vendor"]);
     check_layer(&graph, "config", &["llm", "vendor"]);
+    check_layer(&graph, "prompts", &["devices", "nvidia", "vendor"]);
 }
 
 /// The files of one folder import each other in one direction only.

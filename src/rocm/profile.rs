@@ -491,14 +491,7 @@ mod tests {
         );
         let counters = counters.unwrap();
         assert!(!counters.contains_key("WRITE_SIZE"));
-        let profile = RocmProfile::from_measurements(
-            &single(),
-            1.2,
-            counters,
-            &mi300x(),
-            "bf16",
-            RooflineThresholds::ROCM,
-        );
+        let profile = on_mi300x(&single(), 1.2, counters);
         assert_eq!(
             profile.judged().err().map(ToString::to_string).as_deref(),
             Some("no roofline: counter WRITE_SIZE was not collected")
@@ -752,6 +745,22 @@ mod tests {
         }
     }
 
+    /// What kactors makes of a bf16 call's measurements on an MI300X.
+    fn on_mi300x(
+        kernels: &KernelsUnderTest,
+        duration_ms: f64,
+        counters: BTreeMap<String, f64>,
+    ) -> RocmProfile {
+        RocmProfile::from_measurements(
+            kernels,
+            duration_ms,
+            counters,
+            &mi300x(),
+            "bf16",
+            RooflineThresholds::ROCM,
+        )
+    }
+
     /// Every pass of the plan against the fake, then the profile as `kactors profile --json`
     /// would print it.
     #[test]
@@ -780,14 +789,7 @@ mod tests {
             counters.extend(result.unwrap());
         }
         assert_eq!(counters.len(), 19, "{counters:?}");
-        let profile = RocmProfile::from_measurements(
-            &kernels,
-            timing.duration_ms,
-            counters,
-            &mi300x(),
-            "bf16",
-            RooflineThresholds::ROCM,
-        );
+        let profile = on_mi300x(&kernels, timing.duration_ms, counters);
         let (measured, _) = profile.judged().expect("a roofline");
         let report = ProfileReport::measured(DeviceId(0), &measured, passes);
         let json = serde_json::to_value(&report).unwrap();
@@ -819,14 +821,7 @@ mod tests {
             ("TCC_HIT_sum".to_owned(), 75.0),
             ("TCC_MISS_sum".to_owned(), 25.0),
         ]);
-        let profile = RocmProfile::from_measurements(
-            &single(),
-            1.2,
-            counters,
-            &mi300x(),
-            "bf16",
-            RooflineThresholds::ROCM,
-        );
+        let profile = on_mi300x(&single(), 1.2, counters);
         let reason = profile.judged().expect_err("no WRITE_SIZE, no roofline");
         let report = profile.unjudged_report(DeviceId(1), Vec::new(), reason);
         assert_eq!(

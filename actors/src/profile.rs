@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::model::Vendor;
 
@@ -80,7 +80,15 @@ pub struct KernelProfile {
     /// from the counters.
     pub metrics: BTreeMap<String, f64>,
     /// Where the vendor's counters give one (ROCm).
+    #[serde(default, deserialize_with = "mix_with_a_share")]
     pub instruction_mix: Option<InstructionMix>,
+}
+
+/// A mix without any share, which is how version 1 journals wrote "none", reads as none.
+fn mix_with_a_share<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<InstructionMix>, D::Error> {
+    Ok(Option::<InstructionMix>::deserialize(deserializer)?.filter(InstructionMix::is_available))
 }
 
 #[cfg(test)]
@@ -179,31 +187,37 @@ mod tests {
         assert_eq!(read, record);
     }
 
+    /// The profiles of a real version 1 journal (an H200 run of the matvec example), whose
+    /// details are `kactors profile --json`'s report.
     #[test]
-    fn a_version_1_profile_report_reads_as_the_profile() {
-        let line = r#"{"v":1,"t":"2026-01-05T10:00:00.000Z","type":"profile_recorded",
-            "candidate":0,"device":0,"bottleneck":"memory","duration_ms":0.045568,
-            "details":{"ok":true,"platform":"nvidia","device":0,"kernels":["add_kernel"],
-            "duration_ms":0.045568,"counters":{},
-            "metrics":{"dram__bytes_read.sum":134225920.0},
-            "roofline":{"bottleneck":"memory","memory_sol_pct":82.58,"compute_sol_pct":5.68,
-            "efficiency_pct":82.58,"at_roofline":false},
-            "instruction_mix":{"valu_pct":null,"vmem_pct":null},
-            "passes":[{"counters":[],"exit":0,"killed":false,"seconds":9.1}],"error":null}}"#
-            .replace('\n', "");
-        let profile = details_of(&line).expect("a version 1 report is a profile");
-        assert_eq!(profile.vendor, Vendor::Nvidia);
-        assert_eq!(profile.kernels, ["add_kernel"]);
-        assert_eq!(profile.duration_ms, 0.045568);
-        assert_eq!(profile.roofline.bottleneck, Bottleneck::Memory);
-        assert_eq!(profile.roofline.compute_sol_pct, Some(5.68));
-        assert_eq!(profile.metrics["dram__bytes_read.sum"], 134225920.0);
-        assert!(profile.counters.is_empty());
-        assert!(
-            !profile
-                .instruction_mix
-                .is_some_and(|mix| mix.is_available())
-        );
+    fn a_version_1_journals_reports_read_as_profiles() {
+        let journal = include_str!("../../tests/fixtures/journal-v1/h200-matvec.jsonl");
+        let mut read = 0;
+        for line in journal
+            .lines()
+            .filter(|line| line.contains("\"profile_recorded\""))
+        {
+            let Ok(Event::ProfileRecorded {
+                bottleneck,
+                duration_ms,
+                details,
+                ..
+            }) = JournalRecord::from_line(line).map(|record| record.event)
+            else {
+                panic!("not a profile_recorded record: {line}")
+            };
+            let profile = details.expect("a version 1 report is a profile");
+            assert_eq!(profile.vendor, Vendor::Nvidia);
+            assert_eq!(profile.kernels.len(), 1);
+            assert_eq!(Some(profile.duration_ms), duration_ms);
+            assert_eq!(profile.roofline.bottleneck.name(), bottleneck);
+            assert!(profile.counters.is_empty());
+            let nanoseconds = profile.metrics["gpu__time_duration.sum"];
+            assert!((nanoseconds - profile.duration_ms * 1e6).abs() < 1e-3);
+            assert_eq!(profile.instruction_mix, None, "written as a mix of nulls");
+            read += 1;
+        }
+        assert_eq!(read, 3);
     }
 
     #[test]

@@ -273,7 +273,7 @@ fn describe(report: &ProfileReport, kernel: &Path, device: &Device) -> String {
         ));
     }
     let mix = report.instruction_mix;
-    if mix.valu_pct.is_some() || mix.vmem_pct.is_some() {
+    if mix.is_available() {
         let share = |pct: Option<f64>| pct.map_or("unknown".to_string(), |p| format!("{p:.1}%"));
         out.push_str(&format!(
             "instruction mix: VALU {}, VMEM {} of issued instructions\n",

@@ -8,8 +8,8 @@ mod resolve;
 mod schema;
 mod strategies;
 
-pub use resolve::{CliOverrides, LlmChoice, Platform, RunSettings, resolve};
+pub use resolve::{CliOverrides, LlmChoice, RunSettings, resolve};
 pub use schema::{
-    ConfigError, ConfigFile, PlatformKwargs, PlatformSpec, StrategyConfig, Vendor, parse_config,
+    ConfigError, ConfigFile, PlatformKwargs, PlatformSpec, StrategyConfig, parse_config,
 };
 pub use strategies::{Strategies, StrategyFile, StrategySource};

@@ -14,12 +14,10 @@ mod select;
 mod specs;
 mod tool;
 
-pub use device::{
-    Device, DeviceKind, DeviceReport, DeviceSelection, DevicesReport, Pin, SelectedVendor,
-};
+pub use device::{Device, DeviceKind, DeviceReport, DeviceSelection, DevicesReport, Pin};
 pub use environment::HostEnvironment;
 pub use error::DeviceError;
 pub use lock::{DeviceLocks, GpuLock, LockedDevice, lock_devices};
 pub use provenance::{GpuState, gpu_state};
-pub use select::{DeviceRequest, PlatformRequest, select_devices};
-pub use specs::{GpuSpec, SpecMatch, Vendor, spec_by_name, spec_table};
+pub use select::{DeviceRequest, select_devices};
+pub use specs::{GpuSpec, SpecMatch, spec_by_name, spec_table};

@@ -7,24 +7,16 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use crate::config::{Platform, RunSettings};
+use crate::config::RunSettings;
 use crate::devices::{
-    DeviceError, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment, PlatformRequest,
-    SelectedVendor, lock_devices, select_devices,
+    DeviceError, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment, lock_devices,
+    select_devices,
 };
-
-pub fn platform_request(platform: Platform) -> PlatformRequest {
-    match platform {
-        Platform::Noop => PlatformRequest::Noop,
-        Platform::Nvidia => PlatformRequest::Nvidia,
-        Platform::Rocm => PlatformRequest::Rocm,
-        Platform::Detect => PlatformRequest::Detect,
-    }
-}
+use crate::vendor::Platform;
 
 pub fn device_request(settings: &RunSettings, gpus: Option<Vec<u32>>) -> DeviceRequest {
     DeviceRequest {
-        platform: platform_request(settings.platform),
+        platform: settings.platform,
         gpus,
         noop_devices: NonZeroU32::new(settings.num_workers.unwrap_or(1)).unwrap_or(NonZeroU32::MIN),
         gpu_name: settings.gpu_name.clone(),
@@ -66,7 +58,7 @@ pub fn choose_run_devices(
 ) -> Result<RunDevices, RunDevicesError> {
     let mut selection = select_devices(&device_request(settings, gpus), host)?;
     let mut notes = std::mem::take(&mut selection.warnings);
-    if selection.vendor == SelectedVendor::Noop {
+    if selection.platform == Platform::Noop {
         return Ok(RunDevices {
             selection,
             locks: Vec::new(),

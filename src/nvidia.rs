@@ -7,7 +7,7 @@ pub mod profiler;
 
 pub use ncu::{
     Combine, KernelNames, KernelNamesError, MetricSection, NCU_ENV, NCU_METRICS, NcuInvocation,
-    NcuMetric, ncu_command_args, resolve_ncu_bin,
+    NcuMetric, NcuNotFound, ncu_command_args, resolve_ncu_bin,
 };
 pub use ncu_csv::{NcuKernelResult, NcuParseError, NcuReport, parse_ncu_csv};
 pub use profile::{

@@ -13,7 +13,7 @@ use actors::ports::{EvaluatorFactory, KernelProfiler};
 use actors::watchdog::WatchdogClient;
 
 use crate::config::RunSettings;
-use crate::devices::{DeviceKind, DeviceSelection, SelectedVendor};
+use crate::devices::{DeviceKind, DeviceSelection};
 use crate::evaluator::protocol::EvaluatorConfig;
 use crate::evaluator::{
     ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, PROFILE_WRAPPER,
@@ -21,9 +21,10 @@ use crate::evaluator::{
 };
 use crate::noop::NoopEvaluatorFactory;
 use crate::nvidia::NcuProfiler;
-use crate::profiling::{DeviceEnv, PlatformProfiler, ProfilerSetup};
+use crate::platform_profiler::PlatformProfiler;
+use crate::profiling::{DeviceEnv, ProfilerSetup, RooflineThresholds};
 use crate::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
-use crate::roofline::RooflineThresholds;
+use crate::vendor::{Platform, Vendor};
 
 /// Importing torch and building a problem's inputs on the device takes seconds, a first Triton
 /// compile more: start-up gets a deadline of its own, well above a step's.
@@ -42,7 +43,7 @@ pub struct GpuPlatform {
 
 /// What the vendor's profiler needs besides the Watchdog.
 struct ProfilerPlan {
-    vendor: SelectedVendor,
+    vendor: Vendor,
     wrapper: PathBuf,
     ncu_bin_path: Option<PathBuf>,
     rocprof: RocprofSettings,
@@ -62,11 +63,11 @@ pub fn prepare(
     selection: &DeviceSelection,
     kernel_dir: &Path,
 ) -> std::io::Result<PreparedPlatform> {
-    if selection.vendor == SelectedVendor::Noop {
+    let Platform::Vendor(vendor) = selection.platform else {
         return Ok(PreparedPlatform::Noop {
             eval_time: Duration::from_secs_f64(settings.noop_eval_s),
         });
-    }
+    };
     let tools = run_root.join("tools");
     std::fs::create_dir_all(&tools)?;
     let script = write(&tools.join("evaluator.py"), EVALUATOR_SCRIPT)?;
@@ -124,7 +125,7 @@ pub fn prepare(
         })
         .collect();
     let profiler = settings.profiler_enabled.then(|| ProfilerPlan {
-        vendor: selection.vendor,
+        vendor,
         wrapper,
         ncu_bin_path: settings.ncu_bin_path.clone(),
         rocprof: RocprofSettings {
@@ -233,10 +234,10 @@ impl ProfilerPlan {
             total_budget: self.total_budget,
         };
         match self.vendor {
-            SelectedVendor::Rocm => {
+            Vendor::Rocm => {
                 PlatformProfiler::Rocm(Rc::new(RocprofProfiler::new(setup, self.rocprof)))
             }
-            SelectedVendor::Nvidia | SelectedVendor::Noop => {
+            Vendor::Nvidia => {
                 PlatformProfiler::Nvidia(Rc::new(NcuProfiler::new(setup, self.ncu_bin_path)))
             }
         }

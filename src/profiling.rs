@@ -1,38 +1,47 @@
-//! What the NVIDIA (Nsight Compute) and ROCm (rocprofv3) profilers share: the setup a run gives
-//! them, one profiler invocation as a watched child process ([`run_pass`]), the time budget of a
-//! profile, and the profile's report, which is both `kactors profile --json`'s object and the
-//! details the Profiler actor journals.
+//! The vendor-neutral profiling core: what the NVIDIA (Nsight Compute) and ROCm (rocprofv3)
+//! profilers share. The setup a run gives them, one profiler invocation as a watched child
+//! process ([`run_pass`]), the time budget of a profile, the roofline verdict and the prompt's
+//! sentences on it, and a profile's outcome: the typed profile (`actors::profile::KernelProfile`)
+//! the prompts read and the journal keeps, and the report `kactors profile --json` prints.
 //!
 //! Every invocation is a child of its own process group, in a fresh folder of its own inside
 //! the profile's folder (so no file of an earlier invocation can be read as its output), with
 //! the device pin in its environment and no credentials, registered with the Watchdog for its
 //! deadline.
+//!
+//! Nothing here knows a vendor's tool: `nvidia` and `rocm` import this module, never the other
+//! way, and never each other.
 
-mod command;
+mod outputs;
 mod pass;
+mod report;
+mod roofline;
 
 use std::collections::BTreeMap;
-use std::error::Error;
 use std::ffi::{OsStr, OsString};
-use std::io::{self, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actix::Actor;
 use actors::model::DeviceId;
-use actors::ports::{ProfileError, ProfileJob, ProfileSummary};
+use actors::ports::ProfileJob;
 use actors::watchdog::{Watchdog, WatchdogClient};
-use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::time::Instant;
 
 use crate::process::{ChildEnv, child_environment};
-use crate::rocm::{InstructionMix, PassRecord};
-use crate::roofline::{Bottleneck, RooflineVerdict};
 use crate::signals::ProcessGroupSignaller;
 
-pub use command::{PlatformProfiler, profile_once};
-pub use pass::{PASS_LOG, PassError, PassOutcome, PassSpec, run_pass};
+pub use outputs::{
+    create_profile_dir, error_chain, is_executable_file, read_kernels_out, with_log_tail,
+};
+pub use pass::{
+    FreshDirError, PASS_LOG, PassError, PassOutcome, PassRecord, PassSpec, ensure_fresh_dir,
+    run_pass,
+};
+pub use report::{ProfileOutcome, ProfileReport};
+pub use roofline::{
+    Bottleneck, Roofline, RooflineThresholds, RooflineVerdict, judge, roofline_analysis,
+};
 
 /// The device pin of a child: variables to set and variables to remove, as the device module's
 /// pin for the device says.
@@ -199,239 +208,6 @@ impl ProfileBudget {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ProfiledPlatform {
-    Nvidia,
-    Rocm,
-}
-
-/// The roofline as the report shows it: the verdict without its prose.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ReportRoofline {
-    pub bottleneck: Bottleneck,
-    pub memory_sol_pct: f64,
-    pub compute_sol_pct: Option<f64>,
-    pub efficiency_pct: f64,
-    pub at_roofline: bool,
-}
-
-impl From<&RooflineVerdict> for ReportRoofline {
-    fn from(verdict: &RooflineVerdict) -> Self {
-        ReportRoofline {
-            bottleneck: verdict.bottleneck,
-            memory_sol_pct: verdict.memory_sol_pct,
-            compute_sol_pct: verdict.compute_sol_pct,
-            efficiency_pct: verdict.efficiency_pct,
-            at_roofline: verdict.at_roofline,
-        }
-    }
-}
-
-/// One profile, as `kactors profile --json` prints it (issue 5) and the journal keeps it. A
-/// failed profile has `ok` false, the reason in `error`, and what was measured before it.
-///
-/// On NVIDIA `counters` is empty: every ncu value is a metric already derived by ncu, and all of
-/// them are in `metrics` under their ncu names; `instruction_mix` has no figures there.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ProfileReport {
-    pub ok: bool,
-    pub platform: ProfiledPlatform,
-    pub device: DeviceId,
-    pub kernels: Vec<String>,
-    pub duration_ms: Option<f64>,
-    pub counters: BTreeMap<String, f64>,
-    pub metrics: BTreeMap<String, f64>,
-    pub roofline: Option<ReportRoofline>,
-    pub instruction_mix: InstructionMix,
-    pub passes: Vec<PassRecord>,
-    pub error: Option<String>,
-}
-
-impl ProfileReport {
-    /// A profile that failed: the kernels and duration known so far, the passes run.
-    pub fn failed(
-        platform: ProfiledPlatform,
-        device: DeviceId,
-        kernels: Vec<String>,
-        duration_ms: Option<f64>,
-        passes: Vec<PassRecord>,
-        error: String,
-    ) -> Self {
-        ProfileReport {
-            ok: false,
-            platform,
-            device,
-            kernels,
-            duration_ms,
-            counters: BTreeMap::new(),
-            metrics: BTreeMap::new(),
-            roofline: None,
-            instruction_mix: InstructionMix::UNAVAILABLE,
-            passes,
-            error: Some(error),
-        }
-    }
-}
-
-/// What one profile produced: its report always, and for the Profiler actor the summary or why
-/// there is none.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProfileOutcome {
-    pub report: ProfileReport,
-    pub verdict: Result<ProfileSummary, ProfileError>,
-}
-
-impl ProfileOutcome {
-    pub fn measured(report: ProfileReport, bottleneck: Bottleneck, analysis: String) -> Self {
-        let summary = ProfileSummary {
-            bottleneck: bottleneck_word(bottleneck).to_string(),
-            analysis,
-            duration_ms: report.duration_ms,
-            at_roofline: report
-                .roofline
-                .as_ref()
-                .is_some_and(|roofline| roofline.at_roofline),
-            details: serde_json::to_value(&report)
-                .expect("a profile report is plain data and always serializes"),
-        };
-        ProfileOutcome {
-            report,
-            verdict: Ok(summary),
-        }
-    }
-
-    pub fn failed(report: ProfileReport, error: ProfileError) -> Self {
-        ProfileOutcome {
-            report,
-            verdict: Err(error),
-        }
-    }
-}
-
-pub fn bottleneck_word(bottleneck: Bottleneck) -> &'static str {
-    match bottleneck {
-        Bottleneck::Memory => "memory",
-        Bottleneck::Compute => "compute",
-        Bottleneck::Underutilized => "underutilized",
-    }
-}
-
-/// The prompt's sentences on the roofline, from measured figures only.
-pub fn roofline_analysis(
-    profiler: &str,
-    kernels: &[String],
-    duration_ms: f64,
-    verdict: &RooflineVerdict,
-) -> String {
-    let compute = match verdict.compute_sol_pct {
-        Some(compute) => format!("compute SOL {compute:.1}%"),
-        None => "compute SOL not measured".to_string(),
-    };
-    let roof = if verdict.at_roofline {
-        "at the roofline"
-    } else {
-        "not at the roofline"
-    };
-    format!(
-        "{profiler} profile of the measured call (kernels {}; {duration_ms:.4} ms of device \
-         time): memory SOL {:.1}%, {compute}, efficiency {:.1}% of peak, {roof}. {}",
-        kernels.join(", "),
-        verdict.memory_sol_pct,
-        verdict.efficiency_pct,
-        verdict.evidence
-    )
-}
-
-/// An error and its sources, joined by ": ".
-pub fn error_chain(error: &dyn Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    message
-}
-
-/// How many lines of a child's log a failure message quotes.
-const TAIL_LINES: usize = 12;
-/// How much of the end of a log is read to find them.
-const TAIL_BYTES: u64 = 4096;
-
-/// `reason`, then the last lines of the log at `path`, if it has any.
-pub async fn with_log_tail(reason: &str, path: &Path) -> String {
-    match log_tail(path).await {
-        Ok(tail) if !tail.is_empty() => format!("{reason}; {} ends: {tail}", path.display()),
-        _ => reason.to_string(),
-    }
-}
-
-/// The last non-empty lines of a log, joined by " | ".
-async fn log_tail(path: &Path) -> io::Result<String> {
-    let mut file = tokio::fs::File::open(path).await?;
-    let length = file.metadata().await?.len();
-    file.seek(SeekFrom::Start(length.saturating_sub(TAIL_BYTES)))
-        .await?;
-    let mut end = Vec::new();
-    file.read_to_end(&mut end).await?;
-    let text = String::from_utf8_lossy(&end);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim_end)
-        .filter(|line| !line.is_empty())
-        .collect();
-    Ok(lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | "))
-}
-
-/// The names of the Triton kernels the wrapper's measured call launched (its `--kernels-out`).
-pub async fn read_kernels_out(path: &Path) -> Result<Vec<String>, String> {
-    let text = tokio::fs::read_to_string(path).await.map_err(|error| {
-        format!(
-            "the wrapper wrote no list of launched kernels at {}: {error}",
-            path.display()
-        )
-    })?;
-    serde_json::from_str(&text).map_err(|error| {
-        format!(
-            "list of launched kernels {} is not a JSON list of names: {error}",
-            path.display()
-        )
-    })
-}
-
-/// Makes a fresh folder for one profile under `folder`: `profile`, else `profile-2`, ... A
-/// kernel profiled again (the best kernel at the end of a run) gets a new one, so that no file
-/// of the earlier profile is ever read as this one's.
-pub async fn create_profile_dir(folder: &Path) -> io::Result<PathBuf> {
-    let folder = absolute(folder);
-    tokio::fs::create_dir_all(&folder).await?;
-    for attempt in 1..=1000 {
-        let name = match attempt {
-            1 => "profile".to_string(),
-            n => format!("profile-{n}"),
-        };
-        let dir = folder.join(name);
-        match tokio::fs::create_dir(&dir).await {
-            Ok(()) => return Ok(dir),
-            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(io::Error::other(format!(
-        "{} holds 1000 profile folders already",
-        folder.display()
-    )))
-}
-
-/// Whether `path` is a file this user may execute. Blocking: call it off the runtime's thread.
-pub fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .is_ok_and(|metadata| metadata.is_file() && metadata.permissions().mode() & 0o111 != 0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,31 +229,6 @@ mod tests {
     }
 
     #[test]
-    fn analysis_quotes_the_measured_figures_and_the_evidence() {
-        let verdict = crate::roofline::judge(
-            82.58,
-            Some(5.68),
-            crate::roofline::RooflineThresholds::NVIDIA,
-        );
-        let text = roofline_analysis("Nsight Compute", &["add_kernel".into()], 0.045568, &verdict);
-        assert_eq!(
-            text,
-            "Nsight Compute profile of the measured call (kernels add_kernel; 0.0456 ms of device \
-             time): memory SOL 82.6%, compute SOL 5.7%, efficiency 82.6% of peak, not at the \
-             roofline. memory SOL 82.6% and compute SOL 5.7%: memory is the busier side, so the \
-             kernel is memory-bound; 82.6% of peak, under the 95% roofline mark."
-        );
-        let no_compute =
-            crate::roofline::judge(90.0, None, crate::roofline::RooflineThresholds::ROCM);
-        let text = roofline_analysis("rocprofv3", &["a".into(), "b".into()], 1.2, &no_compute);
-        assert!(text.contains("kernels a, b; 1.2000 ms"), "{text}");
-        assert!(
-            text.contains("compute SOL not measured, efficiency 90.0% of peak, at the roofline."),
-            "{text}"
-        );
-    }
-
-    #[test]
     fn relative_paths_are_made_absolute_and_bare_program_names_kept() {
         let cwd = std::env::current_dir().unwrap();
         assert_eq!(absolute(Path::new("python3")), Path::new("python3"));
@@ -489,61 +240,6 @@ mod tests {
         assert_eq!(
             absolute(Path::new("/usr/bin/python3")),
             Path::new("/usr/bin/python3")
-        );
-    }
-
-    #[tokio::test]
-    async fn each_profile_of_a_folder_gets_a_new_profile_dir() {
-        let temp = tempfile::tempdir().unwrap();
-        let folder = temp.path().join("candidate_3");
-        let first = create_profile_dir(&folder).await.unwrap();
-        let second = create_profile_dir(&folder).await.unwrap();
-        assert_eq!(first, folder.join("profile"));
-        assert_eq!(second, folder.join("profile-2"));
-    }
-
-    #[tokio::test]
-    async fn a_failure_quotes_the_end_of_the_log() {
-        let temp = tempfile::tempdir().unwrap();
-        let log = temp.path().join("output.log");
-        let mut text = String::new();
-        for line in 1..=40 {
-            text.push_str(&format!("line {line}\n\n"));
-        }
-        tokio::fs::write(&log, text).await.unwrap();
-        let message = with_log_tail("ncu exited with status 1", &log).await;
-        let expected_tail = (29..=40)
-            .map(|line| format!("line {line}"))
-            .collect::<Vec<_>>()
-            .join(" | ");
-        assert_eq!(
-            message,
-            format!(
-                "ncu exited with status 1; {} ends: {expected_tail}",
-                log.display()
-            )
-        );
-        assert_eq!(
-            with_log_tail("no log", &temp.path().join("absent.log")).await,
-            "no log"
-        );
-    }
-
-    #[tokio::test]
-    async fn kernels_out_must_be_a_list_of_names() {
-        let temp = tempfile::tempdir().unwrap();
-        let path = temp.path().join("kernels.json");
-        let missing = read_kernels_out(&path).await.unwrap_err();
-        assert!(missing.starts_with("the wrapper wrote no list of launched kernels at"));
-        tokio::fs::write(&path, "{\"a\": 1}").await.unwrap();
-        let wrong = read_kernels_out(&path).await.unwrap_err();
-        assert!(wrong.contains("is not a JSON list of names"), "{wrong}");
-        tokio::fs::write(&path, "[\"main_kernel\", \"reduce_kernel\"]\n")
-            .await
-            .unwrap();
-        assert_eq!(
-            read_kernels_out(&path).await.unwrap(),
-            ["main_kernel", "reduce_kernel"]
         );
     }
 

@@ -13,11 +13,13 @@ use actors::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, PromptBuilder, ProposalContext,
     ReferenceTimes, RefinementContext, ReflexionContext, RenderedPrompt,
 };
+use actors::profile::{InstructionMix, KernelProfile};
 use minijinja::{Environment, Value, context};
 use serde::Serialize;
 
-use crate::devices::{GpuSpec, SelectedVendor, Vendor};
+use crate::devices::GpuSpec;
 use crate::nvidia::{MetricSection as MetricSectionKind, NCU_METRICS};
+use crate::vendor::{Platform, Vendor};
 
 /// kactors' templates by name: the names `templates:` may replace. `platform` is the platform
 /// guidance that every prompt asking for code includes.
@@ -57,14 +59,14 @@ pub enum PromptError {
     VendorMismatch {
         row: String,
         row_vendor: &'static str,
-        platform: SelectedVendor,
+        platform: Platform,
     },
 }
 
 /// What the prompts need to know about the run, beyond each request's own context.
 #[derive(Clone, Copy, Debug)]
 pub struct PromptFacts<'a> {
-    pub platform: SelectedVendor,
+    pub platform: Platform,
     /// The spec table row of the run's GPU; `None` on the noop platform or for a GPU the table
     /// does not know, and then the prompts state no GPU figure at all.
     pub gpu: Option<&'a GpuSpec>,
@@ -154,7 +156,7 @@ impl GpuFigures {
         GpuFigures {
             name: row.name.clone(),
             architecture: row.architecture.clone(),
-            vendor: if nvidia { "nvidia" } else { "rocm" },
+            vendor: row.vendor.name(),
             compute_unit: if nvidia { "SM" } else { "CU" },
             compute_units: row.compute_units / row.gpus_per_package.max(1),
             warp: if nvidia { "warp" } else { "wavefront" },
@@ -201,22 +203,17 @@ impl Prompts {
     ) -> Result<Self, PromptError> {
         let dtype = Dtype::parse(facts.dtype)
             .ok_or_else(|| PromptError::UnknownDtype(facts.dtype.into()))?;
-        if let Some(row) = facts.gpu {
-            let row_platform = match row.vendor {
-                Vendor::Nvidia => SelectedVendor::Nvidia,
-                Vendor::Rocm => SelectedVendor::Rocm,
-            };
-            if facts.platform != SelectedVendor::Noop && facts.platform != row_platform {
-                return Err(PromptError::VendorMismatch {
-                    row: row.name.clone(),
-                    row_vendor: if row.vendor == Vendor::Nvidia {
-                        "NVIDIA"
-                    } else {
-                        "AMD"
-                    },
-                    platform: facts.platform,
-                });
-            }
+        if let (Some(row), Some(vendor)) = (facts.gpu, facts.platform.vendor())
+            && row.vendor != vendor
+        {
+            return Err(PromptError::VendorMismatch {
+                row: row.name.clone(),
+                row_vendor: match row.vendor {
+                    Vendor::Nvidia => "NVIDIA",
+                    Vendor::Rocm => "AMD",
+                },
+                platform: facts.platform,
+            });
         }
         let mut environment = Environment::new();
         environment.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
@@ -246,7 +243,7 @@ impl Prompts {
             environment,
             facts: RunFacts {
                 platform: facts.platform.to_string(),
-                simulated: facts.platform == SelectedVendor::Noop,
+                simulated: facts.platform == Platform::Noop,
                 gpu: facts.gpu.map(|row| GpuFigures::of(row, dtype)),
                 dtype: dtype.name(),
                 tolerance: facts.tolerance.to_string(),
@@ -299,12 +296,6 @@ fn bottleneck_value(bottleneck: &Option<AnalyzedBottleneck>) -> Value {
     Value::from_serialize(bottleneck)
 }
 
-#[derive(Serialize)]
-struct InstructionMix {
-    valu_pct: Option<f64>,
-    vmem_pct: Option<f64>,
-}
-
 /// The profile as the prompts state it: the verdict with its evidence, and on ROCm the
 /// instruction mix under its own name (a mix, not a speed of light).
 #[derive(Serialize)]
@@ -316,17 +307,14 @@ struct ProfileView {
 
 fn profile_view(profile: &Option<ProfileSummary>) -> Option<ProfileView> {
     let profile = profile.as_ref()?;
-    let mix = profile.details.get("instruction_mix");
-    let share = |key: &str| mix.and_then(|mix| mix.get(key)).and_then(|v| v.as_f64());
-    let instruction_mix = InstructionMix {
-        valu_pct: share("valu_pct"),
-        vmem_pct: share("vmem_pct"),
-    };
     Some(ProfileView {
         bottleneck: profile.bottleneck.clone(),
         analysis: profile.analysis.clone(),
-        instruction_mix: (instruction_mix.valu_pct.is_some() || instruction_mix.vmem_pct.is_some())
-            .then_some(instruction_mix),
+        instruction_mix: profile
+            .details
+            .as_ref()
+            .and_then(|details| details.instruction_mix)
+            .filter(InstructionMix::is_available),
     })
 }
 
@@ -374,25 +362,16 @@ const ROCM_COUNTER_BLOCKS: &[(&str, &str)] = &[
 /// The derived size counters, in KB of 1024 bytes.
 const ROCM_SIZE_COUNTERS: &[&str] = &["FETCH_SIZE", "WRITE_SIZE"];
 
-fn number_of(value: &serde_json::Value) -> Option<String> {
-    value.as_f64().map(figure)
-}
-
-fn metrics_of(object: Option<&serde_json::Value>) -> Vec<Metric> {
-    object
-        .and_then(|value| value.as_object())
-        .map(|object| {
-            object
-                .iter()
-                .filter_map(|(name, value)| {
-                    Some(Metric {
-                        name: name.clone(),
-                        value: number_of(value)?,
-                    })
-                })
-                .collect()
+/// Figures by name, in name order; a figure that is not a finite number is not stated.
+fn metrics_of(figures: &BTreeMap<String, f64>) -> Vec<Metric> {
+    figures
+        .iter()
+        .filter(|(_, value)| value.is_finite())
+        .map(|(name, value)| Metric {
+            name: name.clone(),
+            value: figure(*value),
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn push_section(sections: &mut Vec<MetricSection>, title: &str, metrics: Vec<Metric>) {
@@ -406,8 +385,8 @@ fn push_section(sections: &mut Vec<MetricSection>, title: &str, metrics: Vec<Met
 
 /// An NVIDIA profile's figures: its `metrics`, under their ncu names, by the section
 /// `NCU_METRICS` gives each; a name it does not list goes last, under "Other metrics".
-fn ncu_sections(details: &serde_json::Value) -> Vec<MetricSection> {
-    let metrics = metrics_of(details.get("metrics"));
+fn ncu_sections(profile: &KernelProfile) -> Vec<MetricSection> {
+    let metrics = metrics_of(&profile.metrics);
     let section_of = |name: &str| {
         NCU_METRICS
             .iter()
@@ -434,8 +413,8 @@ fn ncu_sections(details: &serde_json::Value) -> Vec<MetricSection> {
 
 /// A ROCm profile's figures: rocprofv3 counters by hardware block, the size counters, then the
 /// figures kactors derived from them. The instruction mix is stated apart, as a mix.
-fn rocprof_sections(details: &serde_json::Value) -> Vec<MetricSection> {
-    let counters = metrics_of(details.get("counters"));
+fn rocprof_sections(profile: &KernelProfile) -> Vec<MetricSection> {
+    let counters = metrics_of(&profile.counters);
     let mut sections = Vec::new();
     let mut placed = vec![false; counters.len()];
     for (prefix, title) in ROCM_COUNTER_BLOCKS {
@@ -473,19 +452,23 @@ fn rocprof_sections(details: &serde_json::Value) -> Vec<MetricSection> {
     push_section(
         &mut sections,
         "Derived by kactors from the counters",
-        metrics_of(details.get("metrics")),
+        metrics_of(&profile.metrics),
     );
     sections
 }
 
-fn metric_sections(platform: &str, profile: &Option<ProfileSummary>) -> Vec<MetricSection> {
-    let Some(profile) = profile else {
+/// The profile's figures in the groups its vendor's profiler gives them; none without a
+/// profile, or for a summary whose details could not be read back from an older journal.
+fn metric_sections(profile: &Option<ProfileSummary>) -> Vec<MetricSection> {
+    let Some(details) = profile
+        .as_ref()
+        .and_then(|profile| profile.details.as_ref())
+    else {
         return Vec::new();
     };
-    match platform {
-        "nvidia" => ncu_sections(&profile.details),
-        "rocm" => rocprof_sections(&profile.details),
-        _ => Vec::new(),
+    match details.vendor {
+        Vendor::Nvidia => ncu_sections(details),
+        Vendor::Rocm => rocprof_sections(details),
     }
 }
 
@@ -556,7 +539,7 @@ impl PromptBuilder for Prompts {
             reference => reference_values(&c.reference),
             num_bottlenecks => c.num_bottlenecks,
             profile => Value::from_serialize(profile_view(&c.profile)),
-            metric_sections => Value::from_serialize(metric_sections(&self.facts.platform, &c.profile)),
+            metric_sections => Value::from_serialize(metric_sections(&c.profile)),
             source => c.source.text().trim_end(),
         };
         self.render("analysis", values)
@@ -602,8 +585,8 @@ mod tests {
     use super::*;
     use crate::devices::spec_by_name;
     use crate::nvidia::{parse_ncu_csv, summarize};
+    use crate::profiling::RooflineThresholds;
     use crate::rocm::{KernelsUnderTest, RocmPeaks, RocmProfile};
-    use crate::roofline::RooflineThresholds;
 
     fn fixture(path: &str) -> String {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -621,7 +604,7 @@ mod tests {
         fixture("prompts/problem.py")
     }
 
-    fn prompts(platform: SelectedVendor, gpu: Option<&str>) -> Prompts {
+    fn prompts(platform: Platform, gpu: Option<&str>) -> Prompts {
         let problem = problem();
         let facts = PromptFacts {
             platform,
@@ -633,74 +616,33 @@ mod tests {
         Prompts::new(&BTreeMap::new(), &facts).unwrap()
     }
 
-    /// A profile summary in the shape the platforms' profilers give it: `details` is their
-    /// profile report (kernels, duration, counters, metrics by name, roofline, instruction mix).
-    fn summary(
-        platform: &str,
-        kernels: &[&str],
-        duration_ms: f64,
-        counters: serde_json::Value,
-        metrics: serde_json::Value,
-        instruction_mix: serde_json::Value,
-        verdict: &crate::roofline::RooflineVerdict,
-    ) -> ProfileSummary {
-        let profiler = if platform == "nvidia" {
-            "Nsight Compute"
-        } else {
-            "rocprofv3"
-        };
-        let bottleneck = serde_json::to_value(verdict.bottleneck).unwrap();
+    /// A profile summary as the platforms' profilers give it: the typed profile, and the
+    /// roofline sentence their analysis starts with.
+    fn summary(profiler: &str, details: KernelProfile, evidence: &str) -> ProfileSummary {
         ProfileSummary {
-            bottleneck: bottleneck.as_str().unwrap().to_string(),
+            bottleneck: details.roofline.bottleneck.name().to_string(),
             analysis: format!(
-                "{profiler} profile of the measured call (kernels {}; {duration_ms:.4} ms of \
-                 device time): {}",
-                kernels.join(", "),
-                verdict.evidence
+                "{profiler} profile of the measured call (kernels {}; {:.4} ms of device time): \
+                 {evidence}",
+                details.kernels.join(", "),
+                details.duration_ms,
             ),
-            duration_ms: Some(duration_ms),
-            at_roofline: verdict.at_roofline,
-            details: serde_json::json!({
-                "ok": true,
-                "platform": platform,
-                "device": 0,
-                "kernels": kernels,
-                "duration_ms": duration_ms,
-                "counters": counters,
-                "metrics": metrics,
-                "roofline": {
-                    "bottleneck": bottleneck,
-                    "memory_sol_pct": verdict.memory_sol_pct,
-                    "compute_sol_pct": verdict.compute_sol_pct,
-                    "efficiency_pct": verdict.efficiency_pct,
-                    "at_roofline": verdict.at_roofline,
-                },
-                "instruction_mix": instruction_mix,
-                "passes": [],
-                "error": null,
-            }),
+            duration_ms: Some(details.duration_ms),
+            at_roofline: details.roofline.at_roofline,
+            details: Some(details),
         }
     }
 
-    /// The matmul of the H200 capture, summarized the way the NVIDIA profiler does: every ncu
-    /// metric under its own name.
+    /// The matmul of the H200 capture, as the NVIDIA profiler makes it: every ncu metric under
+    /// its own name.
     fn nvidia_profile() -> ProfileSummary {
         let report = parse_ncu_csv(&fixture("ncu-2025.3.1-h200/measured_call_raw.log.csv"))
             .expect("the capture parses");
         let profile = summarize(&report, &["matmul_kernel".to_string()]).expect("a profile");
-        let metrics: BTreeMap<&String, f64> = profile
-            .metrics
-            .values()
-            .flat_map(|section| section.iter().map(|(name, value)| (name, *value)))
-            .collect();
         summary(
-            "nvidia",
-            &["matmul_kernel"],
-            profile.duration_ms,
-            serde_json::json!({}),
-            serde_json::to_value(metrics).unwrap(),
-            serde_json::json!({"valu_pct": null, "vmem_pct": null}),
-            &profile.roofline,
+            "Nsight Compute",
+            profile.kernel_profile(),
+            &profile.verdict.evidence,
         )
     }
 
@@ -735,20 +677,12 @@ mod tests {
             &kernels,
             0.42,
             counters,
-            Vec::new(),
             &peaks,
             "bf16",
             RooflineThresholds::ROCM,
         );
-        summary(
-            "rocm",
-            &["matmul_kernel"],
-            0.42,
-            serde_json::to_value(&profile.counters).unwrap(),
-            serde_json::to_value(&profile.metrics).unwrap(),
-            serde_json::to_value(profile.instruction_mix).unwrap(),
-            profile.roofline.as_ref().expect("a roofline"),
-        )
+        let (details, evidence) = profile.judged().expect("a roofline");
+        summary("rocprofv3", details, evidence)
     }
 
     fn bottleneck(title: &str) -> AnalyzedBottleneck {
@@ -919,19 +853,19 @@ mod tests {
 
     #[test]
     fn nvidia_prompts_match_their_snapshots() {
-        let prompts = prompts(SelectedVendor::Nvidia, Some("NVIDIA H200"));
+        let prompts = prompts(Platform::Vendor(Vendor::Nvidia), Some("NVIDIA H200"));
         check_platform("nvidia", &prompts, Some(nvidia_profile()));
     }
 
     #[test]
     fn rocm_prompts_match_their_snapshots() {
-        let prompts = prompts(SelectedVendor::Rocm, Some("AMD Instinct MI300X"));
+        let prompts = prompts(Platform::Vendor(Vendor::Rocm), Some("AMD Instinct MI300X"));
         check_platform("rocm", &prompts, Some(rocm_profile()));
     }
 
     #[test]
     fn noop_prompts_match_their_snapshots() {
-        check_platform("noop", &prompts(SelectedVendor::Noop, None), None);
+        check_platform("noop", &prompts(Platform::Noop, None), None);
     }
 
     #[test]
@@ -942,7 +876,7 @@ mod tests {
         row.compute_units = 99;
         let problem = problem();
         let facts = PromptFacts {
-            platform: SelectedVendor::Nvidia,
+            platform: Platform::Vendor(Vendor::Nvidia),
             gpu: Some(&row),
             dtype: "bf16",
             tolerance: "atol=rtol=1e-2 (bfloat16)",
@@ -1008,7 +942,7 @@ mod tests {
             tolerance: "atol=rtol=1e-2 (bfloat16)",
             problem_source: &problem,
         };
-        let error = Prompts::new(&BTreeMap::new(), &facts(SelectedVendor::Noop, None, "int8"))
+        let error = Prompts::new(&BTreeMap::new(), &facts(Platform::Noop, None, "int8"))
             .err()
             .unwrap();
         assert!(
@@ -1018,7 +952,7 @@ mod tests {
         let mi300x = spec_by_name("AMD Instinct MI300X");
         let error = Prompts::new(
             &BTreeMap::new(),
-            &facts(SelectedVendor::Nvidia, mi300x, "bf16"),
+            &facts(Platform::Vendor(Vendor::Nvidia), mi300x, "bf16"),
         )
         .err()
         .unwrap();
@@ -1030,7 +964,7 @@ mod tests {
 
     #[test]
     fn ncu_metrics_are_grouped_by_section_under_their_names() {
-        let sections = metric_sections("nvidia", &Some(nvidia_profile()));
+        let sections = metric_sections(&Some(nvidia_profile()));
         let titles: Vec<&str> = sections.iter().map(|s| s.title.as_str()).collect();
         assert_eq!(
             titles,
@@ -1051,11 +985,11 @@ mod tests {
     #[test]
     fn an_ncu_metric_outside_the_collected_list_is_listed_apart() {
         let mut profile = nvidia_profile();
-        profile.details["metrics"] = serde_json::json!({
-            "dram__bytes_read.sum": 1024.0,
-            "smsp__inst_executed.sum": 5.0e6,
-        });
-        let sections = metric_sections("nvidia", &Some(profile));
+        profile.details.as_mut().expect("a profile").metrics = BTreeMap::from([
+            ("dram__bytes_read.sum".to_string(), 1024.0),
+            ("smsp__inst_executed.sum".to_string(), 5.0e6),
+        ]);
+        let sections = metric_sections(&Some(profile));
         assert_eq!(
             sections,
             vec![
@@ -1079,7 +1013,7 @@ mod tests {
 
     #[test]
     fn rocprof_counters_are_grouped_by_hardware_block() {
-        let sections = metric_sections("rocm", &Some(rocm_profile()));
+        let sections = metric_sections(&Some(rocm_profile()));
         let names = |title: &str| -> Vec<String> {
             sections
                 .iter()
@@ -1114,17 +1048,29 @@ mod tests {
     }
 
     #[test]
-    fn a_profile_of_another_shape_gives_no_metric_sections() {
-        let profile = ProfileSummary {
-            bottleneck: "memory".into(),
-            analysis: "x".into(),
-            duration_ms: None,
-            at_roofline: false,
-            details: serde_json::json!({"metrics": [1, 2], "counters": "none"}),
-        };
-        assert_eq!(metric_sections("nvidia", &Some(profile.clone())), vec![]);
-        assert_eq!(metric_sections("rocm", &Some(profile)), vec![]);
-        assert_eq!(metric_sections("noop", &Some(nvidia_profile())), vec![]);
+    fn a_profile_without_readable_details_states_its_verdict_and_no_figures() {
+        let mut profile = rocm_profile();
+        profile.details = None;
+        assert_eq!(metric_sections(&Some(profile.clone())), vec![]);
+        let view = profile_view(&Some(profile)).expect("a view of the verdict");
+        assert_eq!(view.bottleneck, "memory");
+        assert!(view.instruction_mix.is_none());
+        assert_eq!(metric_sections(&None), vec![]);
+    }
+
+    #[test]
+    fn figures_that_are_not_numbers_are_not_stated() {
+        let mut profile = nvidia_profile();
+        profile.details.as_mut().expect("a profile").metrics = BTreeMap::from([
+            ("dram__bytes_read.sum".to_string(), f64::NAN),
+            ("lts__t_sector_hit_rate.pct".to_string(), 42.5),
+        ]);
+        let sections = metric_sections(&Some(profile));
+        let stated: Vec<&str> = sections
+            .iter()
+            .flat_map(|section| section.metrics.iter().map(|metric| metric.name.as_str()))
+            .collect();
+        assert_eq!(stated, ["lts__t_sector_hit_rate.pct"]);
     }
 
     #[test]
@@ -1149,7 +1095,7 @@ mod tests {
         let overrides = BTreeMap::from([("optimization".to_string(), path)]);
         let problem = problem();
         let facts = PromptFacts {
-            platform: SelectedVendor::Noop,
+            platform: Platform::Noop,
             gpu: None,
             dtype: "bf16",
             tolerance: "atol=rtol=1e-2 (bfloat16)",
@@ -1170,7 +1116,7 @@ mod tests {
         let overrides = BTreeMap::from([("reflexion".to_string(), path)]);
         let problem = problem();
         let facts = PromptFacts {
-            platform: SelectedVendor::Noop,
+            platform: Platform::Noop,
             gpu: None,
             dtype: "bf16",
             tolerance: "atol=rtol=1e-2 (bfloat16)",

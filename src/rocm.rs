@@ -1,6 +1,6 @@
-//! Profiling on AMD Instinct GPUs with rocprofv3: the pure part (command lines, output files,
-//! CSV parsing, selecting the measured call, the roofline). The process layer, the watchdog and
-//! the Profiler actor drive it.
+//! Profiling on AMD Instinct GPUs with rocprofv3: command lines, output files, CSV parsing,
+//! selecting the measured call, the roofline, and the `KernelProfiler` that runs the passes
+//! through the profiling core (`crate::profiling`), the only other part of kactors it imports.
 
 mod counter_groups;
 mod csv_tables;
@@ -20,16 +20,13 @@ pub use csv_tables::{
     parse_counter_collection, parse_kernel_stats, parse_kernel_trace, read_counter_collection,
     read_kernel_stats, read_kernel_trace,
 };
-pub use output_files::{OutputKind, RocprofOutputError, ensure_fresh_dir, find_outputs};
-pub use profile::{
-    PassRecord, RocmProfile, RocmProfileError, TimingPass, read_counter_pass, read_timing_pass,
-};
+pub use output_files::{OutputKind, RocprofOutputError, find_outputs};
+pub use profile::{RocmProfile, RocmProfileError, TimingPass, read_counter_pass, read_timing_pass};
 pub use profiler::{
     RocmDeviceFacts, RocprofNotFound, RocprofProfiler, RocprofSettings, resolve_rocprof_bin,
 };
 pub use rocm_roofline::{
-    InstructionMix, RocmPeaks, RocmRoofline, RooflineInputError, instruction_mix, rocm_metrics,
-    rocm_roofline,
+    RocmPeaks, RocmRoofline, RooflineInputError, instruction_mix, rocm_metrics, rocm_roofline,
 };
 pub use rocprof_cli::{
     RocprofCapabilities, RocprofCliError, RocprofVersion, counter_pass_args, timing_pass_args,

@@ -14,12 +14,12 @@ use std::time::{Duration, Instant};
 use actors::model::{CandidateId, DeviceId, KernelSource};
 use actors::ports::{KernelProfiler, ProfileError, ProfileJob, ProfileSummary};
 use kactors::nvidia::NcuProfiler;
+use kactors::platform_profiler::{PlatformProfiler, profile_once};
 use kactors::profiling::{
-    DeviceEnv, PassSpec, PlatformProfiler, ProfileBudget, ProfileReport, ProfileTarget,
-    ProfilerSetup, profile_once, run_pass, standalone_watchdog,
+    DeviceEnv, PassSpec, ProfileBudget, ProfileReport, ProfileTarget, ProfilerSetup,
+    RooflineThresholds, run_pass, standalone_watchdog,
 };
 use kactors::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
-use kactors::roofline::RooflineThresholds;
 use serde_json::{Value, json};
 use support::{fixtures, is_running};
 
@@ -220,9 +220,11 @@ fn an_ncu_profile_becomes_the_summary_for_the_prompt_and_the_journal() {
     let argv_file = bench.path("ncu-argv.txt");
     actix::System::new().block_on(async {
         let setup = bench.nvidia_setup(&[("FAKE_NCU_ARGV_FILE", argv_file.to_str().unwrap())]);
-        let summary = profile(ncu(setup), bench.job(&["matvec_kernel"]))
-            .await
-            .unwrap();
+        let outcome = ncu(setup)
+            .profile_target(&ProfileTarget::of_job(&bench.job(&["matvec_kernel"])))
+            .await;
+        assert!(outcome.report.ok, "{:?}", outcome.report.error);
+        let summary = outcome.verdict.unwrap();
 
         assert_eq!(summary.bottleneck, "memory");
         assert!(
@@ -242,9 +244,8 @@ fn an_ncu_profile_becomes_the_summary_for_the_prompt_and_the_journal() {
                 summary.analysis
             );
         }
-        let details = &summary.details;
-        assert_eq!(details["ok"], true);
-        assert_eq!(details["platform"], "nvidia");
+        let details = serde_json::to_value(&summary.details).unwrap();
+        assert_eq!(details["vendor"], "nvidia");
         assert_eq!(details["kernels"], json!(["matvec_kernel"]));
         assert_eq!(details["counters"], json!({}));
         assert_eq!(
@@ -252,13 +253,11 @@ fn an_ncu_profile_becomes_the_summary_for_the_prompt_and_the_journal() {
             "every ncu metric under its ncu name"
         );
         assert_eq!(details["roofline"]["memory_sol_pct"], 82.58);
-        assert_eq!(
-            details["passes"].as_array().unwrap().len(),
-            1,
-            "one ncu process"
-        );
-        assert_eq!(details["passes"][0]["exit"], 0);
-        assert_eq!(details["passes"][0]["killed"], false);
+        assert_eq!(details["instruction_mix"], Value::Null, "ncu gives none");
+        let passes = serde_json::to_value(&outcome.report.passes).unwrap();
+        assert_eq!(passes.as_array().unwrap().len(), 1, "one ncu process");
+        assert_eq!(passes[0]["exit"], 0);
+        assert_eq!(passes[0]["killed"], false);
 
         let argv = std::fs::read_to_string(&argv_file).unwrap();
         assert!(
@@ -418,12 +417,10 @@ fn kactors_profile_on_nvidia_finds_the_measured_kernels_before_ncu_runs() {
 fn a_rocm_profile_against_the_fake_rocprofv3() {
     let bench = Bench::new();
     actix::System::new().block_on(async {
-        let summary = profile(
-            rocprof(bench.rocm_setup(&[])),
-            bench.job(&["matvec_kernel"]),
-        )
-        .await
-        .unwrap();
+        let outcome = rocprof(bench.rocm_setup(&[]))
+            .profile_target(&ProfileTarget::of_job(&bench.job(&["matvec_kernel"])))
+            .await;
+        let summary = outcome.verdict.unwrap();
 
         assert_eq!(
             summary.duration_ms,
@@ -431,8 +428,8 @@ fn a_rocm_profile_against_the_fake_rocprofv3() {
             "the measured call's last dispatch"
         );
         assert_eq!(summary.bottleneck, "memory");
-        let details = &summary.details;
-        assert_eq!(details["platform"], "rocm");
+        let details = serde_json::to_value(&summary.details).unwrap();
+        assert_eq!(details["vendor"], "rocm");
         assert_eq!(details["kernels"], json!(["matvec_kernel"]));
         assert_eq!(details["counters"]["FETCH_SIZE"], 4194304.0);
         assert_eq!(details["counters"]["TCC_EA0_RDREQ_sum"], 4194304.0 * 16.0);
@@ -443,7 +440,8 @@ fn a_rocm_profile_against_the_fake_rocprofv3() {
             details["instruction_mix"],
             json!({"valu_pct": 60.0, "vmem_pct": 25.0})
         );
-        let passes = details["passes"].as_array().unwrap();
+        let passes = serde_json::to_value(&outcome.report.passes).unwrap();
+        let passes = passes.as_array().unwrap();
         assert_eq!(passes.len(), 8, "timing, then seven counter groups");
         assert_eq!(passes[0]["counters"], json!([]));
         assert_eq!(

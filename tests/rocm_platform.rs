@@ -110,7 +110,7 @@ fn a_rocm_run_profiles_its_parent_with_rocprofv3_and_pins_by_hip_id() {
         .iter()
         .find(|r| r["type"] == "profile_recorded")
         .expect("the initial kernel was profiled");
-    assert_eq!(profile["details"]["platform"], "rocm");
+    assert_eq!(profile["details"]["vendor"], "rocm");
     assert_eq!(
         profile["details"]["kernels"],
         serde_json::json!(["matvec_kernel"])

@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::analysis::AnalyzedBottleneck;
 use crate::model::{CandidateId, DeviceId, Provenance, Reference, Verdict};
 use crate::ports::{RequestKind, TokenUsage};
+use crate::profile::KernelProfile;
 
 mod reading;
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
@@ -307,7 +308,10 @@ pub enum Event {
         analysis: String,
         #[serde(default)]
         at_roofline: bool,
-        details: serde_json::Value,
+        /// The profile (docs/journal.md gives its shape); read back as absent when it has
+        /// another shape, as an older journal's may.
+        #[serde(default, deserialize_with = "profile_or_absent")]
+        details: Option<KernelProfile>,
     },
     /// A parent's profile failed; `unavailable` means no profile can work in this run.
     ProfileFailed {
@@ -427,6 +431,16 @@ pub fn sha256_hex(text: &str) -> String {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
+}
+
+/// `profile_recorded`'s `details`: a profile, or absent when the JSON is not one. Version 1
+/// journals kept the report `kactors profile --json` prints, which reads as a profile; any
+/// other shape must not make the whole journal unreadable.
+fn profile_or_absent<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<KernelProfile>, D::Error> {
+    let value = serde_json::Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).ok())
 }
 
 fn answered() -> ReplyOutcome {

@@ -14,6 +14,7 @@ pub mod manager;
 pub mod model;
 pub mod panic_note;
 pub mod ports;
+pub mod profile;
 pub mod profiler;
 pub mod report;
 pub mod search;

@@ -7,6 +7,30 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// The GPU vendor whose devices, tools and profiler a run uses. The noop platform has none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Vendor {
+    Nvidia,
+    Rocm,
+}
+
+impl Vendor {
+    /// The word configurations, the journal and the JSON output use: `nvidia` or `rocm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Vendor::Nvidia => "nvidia",
+            Vendor::Rocm => "rocm",
+        }
+    }
+}
+
+impl fmt::Display for Vendor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A device a GpuWorker is pinned to: an nvidia-smi index on NVIDIA, a HIP id on AMD, a simulated
 /// slot on the noop platform.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use crate::analysis::AnalyzedBottleneck;
 use crate::journal::JournalRecord;
 use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
+use crate::profile::KernelProfile;
 
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
@@ -102,7 +103,9 @@ pub struct ProfileSummary {
     /// The roofline verdict says the kernel is at its roofline (efficiency at or above the
     /// platform's threshold): proposals from it can hardly win.
     pub at_roofline: bool,
-    pub details: serde_json::Value,
+    /// The profile itself. Absent only in a summary rebuilt from a journal whose record holds
+    /// details of a shape this build does not read.
+    pub details: Option<KernelProfile>,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -792,7 +792,7 @@ mod tests {
             duration_ms: Some(ms),
             analysis: String::new(),
             at_roofline: false,
-            details: serde_json::Value::Null,
+            details: None,
         }
     }
 

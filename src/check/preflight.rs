@@ -6,9 +6,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::config::RunSettings;
-use crate::devices::{Device, DeviceSelection, SelectedVendor};
+use crate::devices::{Device, DeviceSelection};
 use crate::kernel_dir::KernelDir;
 use crate::profiling::absolute;
+use crate::vendor::{Platform, Vendor};
 
 use super::nvidia::ncu_check;
 use super::probe::{ProbeRunner, Scratch};
@@ -32,10 +33,10 @@ pub fn preflight(
 ) -> CheckReport {
     let mut report = CheckReport::default();
     let layout = kernel_dir.map(|dir| (dir, layout_line(dir, settings.max_source_bytes)));
-    if selection.vendor == SelectedVendor::Noop {
+    let Platform::Vendor(vendor) = selection.platform else {
         report.extend(layout.map(|(_, line)| line));
         return report;
-    }
+    };
     let scratch = match Scratch::create() {
         Ok(scratch) => scratch,
         Err(error) => {
@@ -71,7 +72,13 @@ pub fn preflight(
         std::env::vars_os().collect(),
         Duration::from_secs_f64(settings.kill_grace_s),
     );
-    let gpu_lines = runtime.block_on(gpu_checks(&runner, settings, selection, problem_dir));
+    let gpu_lines = runtime.block_on(gpu_checks(
+        &runner,
+        settings,
+        vendor,
+        selection,
+        problem_dir,
+    ));
     report.extend(gpu_lines.before_kernel_dir);
     report.extend(layout.map(|(_, line)| line));
     report.extend(gpu_lines.problem);
@@ -101,6 +108,7 @@ struct GpuLines {
 async fn gpu_checks(
     runner: &ProbeRunner<'_>,
     settings: &RunSettings,
+    vendor: Vendor,
     selection: &DeviceSelection,
     problem_dir: Option<&Path>,
 ) -> GpuLines {
@@ -110,7 +118,7 @@ async fn gpu_checks(
         selection
             .devices
             .iter()
-            .map(|device| device_check(runner, &python, selection.vendor, device)),
+            .map(|device| device_check(runner, &python, vendor, device)),
     );
     let problem = async {
         match (problem_dir, &first_pin) {
@@ -119,9 +127,9 @@ async fn gpu_checks(
         }
     };
     let (environment, devices, profiler, problem) = tokio::join!(
-        environment_check(runner, &python, selection.vendor),
+        environment_check(runner, &python, vendor),
         devices,
-        profiler_check(runner, settings, selection),
+        profiler_check(runner, settings, vendor, selection),
         problem,
     );
     let mut lines = environment.lines;
@@ -138,6 +146,7 @@ async fn gpu_checks(
 async fn profiler_check(
     runner: &ProbeRunner<'_>,
     settings: &RunSettings,
+    vendor: Vendor,
     selection: &DeviceSelection,
 ) -> Vec<CheckLine> {
     if !settings.profiler_enabled {
@@ -146,12 +155,9 @@ async fn profiler_check(
         )];
     }
     let parent_path = std::env::var_os("PATH");
-    match selection.vendor {
-        SelectedVendor::Nvidia => vec![ncu_check(runner, settings, parent_path.as_deref()).await],
-        SelectedVendor::Rocm => {
-            rocprof_check(runner, settings, selection, parent_path.as_deref()).await
-        }
-        SelectedVendor::Noop => Vec::new(),
+    match vendor {
+        Vendor::Nvidia => vec![ncu_check(runner, settings, parent_path.as_deref()).await],
+        Vendor::Rocm => rocprof_check(runner, settings, selection, parent_path.as_deref()).await,
     }
 }
 
@@ -174,7 +180,7 @@ mod tests {
         let mut settings = resolve(&file, &config, &CliOverrides::default()).unwrap();
         settings.python = PathBuf::from("/nowhere/python");
         let selection = DeviceSelection {
-            vendor: SelectedVendor::Noop,
+            platform: Platform::Noop,
             devices: Vec::new(),
             warnings: Vec::new(),
         };

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::devices::{Pin, SelectedVendor};
+use crate::devices::Pin;
+use crate::vendor::Vendor;
 
 use super::probe::{Probe, ProbeRunner, text};
 use super::report::CheckLine;
@@ -20,7 +21,7 @@ pub(super) struct EnvironmentLines {
 pub(super) async fn environment_check(
     runner: &ProbeRunner<'_>,
     python: &Path,
-    vendor: SelectedVendor,
+    vendor: Vendor,
 ) -> EnvironmentLines {
     let probe = Probe::python(python, &["environment"], None, "python environment check");
     let answer = match runner.run(probe).await.and_then(|run| run.answer()) {
@@ -62,7 +63,7 @@ pub(super) async fn environment_check(
     EnvironmentLines { lines, torch_works }
 }
 
-fn torch_line(torch: &Value, vendor: SelectedVendor, python: &Path) -> CheckLine {
+fn torch_line(torch: &Value, vendor: Vendor, python: &Path) -> CheckLine {
     let Some(version) = torch["version"].as_str() else {
         return CheckLine::fail(
             "torch imports",
@@ -75,8 +76,8 @@ fn torch_line(torch: &Value, vendor: SelectedVendor, python: &Path) -> CheckLine
         );
     };
     let (build, label) = match vendor {
-        SelectedVendor::Rocm => (torch["hip"].as_str(), "HIP"),
-        SelectedVendor::Nvidia | SelectedVendor::Noop => (torch["cuda"].as_str(), "CUDA"),
+        Vendor::Rocm => (torch["hip"].as_str(), "HIP"),
+        Vendor::Nvidia => (torch["cuda"].as_str(), "CUDA"),
     };
     match build {
         Some(build) => CheckLine::ok(format!("torch {version} imports ({label} {build})")),
@@ -93,10 +94,10 @@ fn torch_line(torch: &Value, vendor: SelectedVendor, python: &Path) -> CheckLine
     }
 }
 
-pub(super) fn build_name(vendor: SelectedVendor) -> &'static str {
+pub(super) fn build_name(vendor: Vendor) -> &'static str {
     match vendor {
-        SelectedVendor::Rocm => "ROCm",
-        SelectedVendor::Nvidia | SelectedVendor::Noop => "CUDA",
+        Vendor::Rocm => "ROCm",
+        Vendor::Nvidia => "CUDA",
     }
 }
 

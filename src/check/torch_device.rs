@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use crate::devices::{Device, DeviceKind, Pin, SelectedVendor};
+use crate::devices::{Device, DeviceKind, Pin};
+use crate::vendor::Vendor;
 
 use super::probe::{Probe, ProbeRunner, text};
 use super::python::build_name;
@@ -15,7 +16,7 @@ use super::report::CheckLine;
 pub(super) async fn device_check(
     runner: &ProbeRunner<'_>,
     python: &Path,
-    vendor: SelectedVendor,
+    vendor: Vendor,
     device: &Device,
 ) -> CheckLine {
     let pin = device.pin();

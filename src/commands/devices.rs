@@ -22,7 +22,7 @@ pub(super) fn devices(args: DevicesArgs) -> Result<(), CommandError> {
         }
         None => {
             let request = crate::devices::DeviceRequest {
-                platform: crate::devices::PlatformRequest::Detect,
+                platform: crate::vendor::PlatformRequest::Detect,
                 gpus: args.gpus,
                 noop_devices: std::num::NonZeroU32::MIN,
                 gpu_name: None,
@@ -43,7 +43,7 @@ pub(super) fn devices(args: DevicesArgs) -> Result<(), CommandError> {
         );
         return Ok(());
     }
-    console::out(format_args!("vendor: {}", selection.vendor));
+    console::out(format_args!("vendor: {}", selection.platform));
     for (device, pin) in selection.devices.iter().zip(selection.pins()) {
         let spec = device.spec.map_or("no spec row".to_string(), |spec| {
             format!("spec {}", spec.name)

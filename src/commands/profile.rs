@@ -1,5 +1,5 @@
 //! `kactors profile`: one kernel profiled once on one device, by the profiler a run of the
-//! strategy would use (the Profiler actor's code: `profiling::profile_once`), with the
+//! strategy would use (the Profiler actor's code: `platform_profiler::profile_once`), with the
 //! strategy's `platform_kwargs` (ncu_bin_path, rocprof_bin_path).
 //!
 //! The device is locked against kactors runs for the profile's length, and every file goes in
@@ -15,16 +15,16 @@ use actors::model::DeviceId;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::ProfileArgs;
+use crate::config::CliOverrides;
 use crate::config::ranges::{MAX_DURATION_S, max_duration_words, number_words};
-use crate::config::{CliOverrides, Platform};
 use crate::console;
 use crate::devices::{Device, GpuLock, HostEnvironment, lock_devices, select_devices};
 use crate::exit;
 use crate::gpus::{device_request, lock_dir};
 use crate::kernel_dir::KernelDir;
-use crate::profiling::{
-    ProfileReport, ProfileTarget, bottleneck_word, profile_once, standalone_watchdog,
-};
+use crate::platform_profiler::profile_once;
+use crate::profiling::{ProfileReport, ProfileTarget, standalone_watchdog};
+use crate::vendor::{PlatformRequest, Vendor};
 
 use super::CommandError;
 use super::settings::load_strategy;
@@ -44,7 +44,7 @@ pub(super) fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
     for warning in &settings.warnings {
         console::err(format_args!("kactors: warning: {warning}"));
     }
-    if settings.platform == Platform::Noop {
+    if settings.platform == PlatformRequest::NOOP {
         return Err(CommandError::Usage(format!(
             "strategy {} runs on the noop platform, and the noop platform has no profiler: \
              choose a strategy whose platform is nvidia or rocm",
@@ -241,9 +241,9 @@ fn describe(report: &ProfileReport, kernel: &Path, device: &Device) -> String {
         kernel.display(),
         device.id,
         device.name,
-        match report.platform {
-            crate::profiling::ProfiledPlatform::Nvidia => "Nsight Compute",
-            crate::profiling::ProfiledPlatform::Rocm => "rocprofv3",
+        match report.vendor {
+            Vendor::Nvidia => "Nsight Compute",
+            Vendor::Rocm => "rocprofv3",
         },
         if report.ok { "ok" } else { "failed" }
     );
@@ -262,7 +262,7 @@ fn describe(report: &ProfileReport, kernel: &Path, device: &Device) -> String {
             .map_or("not measured".to_string(), |pct| format!("{pct:.1}%"));
         out.push_str(&format!(
             "roofline: {}-bound; memory SOL {:.1}%, compute SOL {compute}, efficiency {:.1}%, {}\n",
-            bottleneck_word(roofline.bottleneck),
+            roofline.bottleneck.name(),
             roofline.memory_sol_pct,
             roofline.efficiency_pct,
             if roofline.at_roofline {
@@ -273,7 +273,7 @@ fn describe(report: &ProfileReport, kernel: &Path, device: &Device) -> String {
         ));
     }
     let mix = report.instruction_mix;
-    if mix.valu_pct.is_some() || mix.vmem_pct.is_some() {
+    if mix.is_available() {
         let share = |pct: Option<f64>| pct.map_or("unknown".to_string(), |p| format!("{p:.1}%"));
         out.push_str(&format!(
             "instruction mix: VALU {}, VMEM {} of issued instructions\n",

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 use crate::cli::RunArgs;
 use crate::config::{CliOverrides, LlmChoice, RunSettings};
 use crate::console;
-use crate::devices::{DeviceKind, HostEnvironment, SelectedVendor};
+use crate::devices::{DeviceKind, HostEnvironment};
 use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
@@ -27,6 +27,7 @@ use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
 use crate::signals::{ProcessGroupSignaller, forward_signals};
+use crate::vendor::{Platform, Vendor};
 
 use super::CommandError;
 use super::settings::load_strategy;
@@ -237,8 +238,8 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         .iter()
         .map(|d| DeviceId(d.id))
         .collect();
-    let vendor = devices.selection.vendor;
-    let simulated = vendor == SelectedVendor::Noop;
+    let selected_platform = devices.selection.platform;
+    let simulated = selected_platform == Platform::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
     let problem_path = kernel.root.join("problem.py");
     let problem_source = std::fs::read_to_string(&problem_path).map_err(|error| {
@@ -248,7 +249,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         ))
     })?;
     let facts = PromptFacts {
-        platform: vendor,
+        platform: selected_platform,
         gpu: devices
             .selection
             .devices
@@ -290,7 +291,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
     let search = settings.search();
     let started = Event::RunStarted {
         strategy: settings.strategy.clone(),
-        platform: vendor.to_string(),
+        platform: selected_platform.to_string(),
         simulated,
         search: search.kind.name().into(),
         num_top_kernels: search.num_top_kernels,
@@ -305,12 +306,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
             search,
             pacing: settings.pacing(max_inflight),
             devices: device_ids,
-            step_deadline: settings.test_timeout(match vendor {
-                SelectedVendor::Rocm => Some(crate::config::Vendor::Rocm),
-                SelectedVendor::Nvidia | SelectedVendor::Noop => {
-                    Some(crate::config::Vendor::Nvidia)
-                }
-            }),
+            step_deadline: settings.test_timeout(selected_platform.vendor()),
             profile_parents: settings.profiler_enabled && !simulated,
             time_references: !simulated,
             stop_at_roofline: settings.stop_at_roofline,
@@ -329,7 +325,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         restart_budget: RESTART_BUDGET,
         stop_evaluator_during_profile: settings
             .stop_evaluator_for_profile
-            .unwrap_or(vendor == SelectedVendor::Rocm),
+            .unwrap_or(selected_platform == Platform::Vendor(Vendor::Rocm)),
     };
     let progress: Box<dyn ProgressSink> = if args.json {
         Box::new(JsonProgress::new())

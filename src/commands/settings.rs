@@ -4,9 +4,9 @@
 
 use crate::cli::ConfigDirArg;
 use crate::config::{
-    CliOverrides, ConfigError, Platform, RunSettings, Strategies, StrategyFile, parse_config,
-    resolve,
+    CliOverrides, ConfigError, RunSettings, Strategies, StrategyFile, parse_config, resolve,
 };
+use crate::vendor::PlatformRequest;
 
 /// A strategy's file and the settings resolved from it.
 pub(super) struct LoadedStrategy {
@@ -36,12 +36,10 @@ pub(super) fn settings_of(
 }
 
 /// The platform as the commands name it: `detected` when the strategy names none.
-pub(super) fn platform_name(platform: Platform) -> &'static str {
+pub(super) fn platform_name(platform: PlatformRequest) -> &'static str {
     match platform {
-        Platform::Noop => "noop",
-        Platform::Nvidia => "nvidia",
-        Platform::Rocm => "rocm",
-        Platform::Detect => "detected",
+        PlatformRequest::Detect => "detected",
+        PlatformRequest::Exactly(platform) => platform.name(),
     }
 }
 

@@ -9,9 +9,10 @@ use actors::search::{Pacing, SearchKind, SearchSettings};
 use serde::Serialize;
 
 use super::ranges::{DEFAULT_MAX_SOURCE_BYTES, MAX_CANDIDATES_PER_ROUND, NOOP_WORKERS};
-use super::schema::{ComponentPlatform, ConfigError, ConfigFile, PlatformSpec, Vendor};
+use super::schema::{ConfigError, ConfigFile, PlatformSpec};
 use super::strategies::StrategyFile;
 use crate::llm::LlmKeys;
+use crate::vendor::{Platform, PlatformRequest, Vendor};
 
 /// What the command line overrides.
 #[derive(Clone, Debug, Default)]
@@ -20,18 +21,6 @@ pub struct CliOverrides {
     pub max_rounds: Option<u32>,
     pub provider: Option<String>,
     pub python: Option<PathBuf>,
-}
-
-/// The platform a strategy requests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Platform {
-    /// No GPU: simulated devices, simulated verdicts and times.
-    Noop,
-    Nvidia,
-    Rocm,
-    /// No platform named: the devices found decide.
-    Detect,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -56,7 +45,7 @@ pub enum LlmChoice {
 pub struct RunSettings {
     pub strategy: String,
     pub config_file: String,
-    pub platform: Platform,
+    pub platform: PlatformRequest,
     pub profiler_enabled: bool,
     pub search: SearchSettingsRecord,
     /// Requested workers; the run uses min(this, visible devices). `None`: every visible device.
@@ -143,28 +132,26 @@ impl RunSettings {
     }
 }
 
-fn platform_of(file: &str, spec: Option<&PlatformSpec>) -> Result<(Platform, bool), ConfigError> {
+fn platform_of(
+    file: &str,
+    spec: Option<&PlatformSpec>,
+) -> Result<(PlatformRequest, bool), ConfigError> {
     let Some(spec) = spec else {
-        return Ok((Platform::Detect, true));
+        return Ok((PlatformRequest::Detect, true));
     };
     match spec {
-        PlatformSpec::Noop => Ok((Platform::Noop, false)),
-        PlatformSpec::Vendor(Vendor::Nvidia) => Ok((Platform::Nvidia, true)),
-        PlatformSpec::Vendor(Vendor::Rocm) => Ok((Platform::Rocm, true)),
+        PlatformSpec::One(Platform::Noop) => Ok((PlatformRequest::NOOP, false)),
+        PlatformSpec::One(platform) => Ok((PlatformRequest::Exactly(*platform), true)),
         PlatformSpec::Components(components) => {
             let mut vendors: Vec<Vendor> = components
                 .values()
-                .filter_map(|c| match c {
-                    ComponentPlatform::Vendor(vendor) => Some(*vendor),
-                    ComponentPlatform::Noop => None,
-                })
+                .filter_map(|platform| platform.vendor())
                 .collect();
             vendors.dedup();
-            let profiler_enabled = components.get("profiler") != Some(&ComponentPlatform::Noop);
+            let profiler_enabled = components.get("profiler") != Some(&Platform::Noop);
             match vendors.as_slice() {
-                [] => Ok((Platform::Noop, false)),
-                [Vendor::Nvidia] => Ok((Platform::Nvidia, profiler_enabled)),
-                [Vendor::Rocm] => Ok((Platform::Rocm, profiler_enabled)),
+                [] => Ok((PlatformRequest::NOOP, false)),
+                [vendor] => Ok(((*vendor).into(), profiler_enabled)),
                 _ => Err(ConfigError::InvalidValue {
                     file: file.to_string(),
                     key: "platform".into(),
@@ -261,7 +248,7 @@ pub fn resolve(
         });
     }
     if let Some(workers) =
-        num_workers.filter(|n| platform == Platform::Noop && !NOOP_WORKERS.contains(n))
+        num_workers.filter(|n| platform == PlatformRequest::NOOP && !NOOP_WORKERS.contains(n))
     {
         let message = format!(
             "the noop platform simulates {} to {} devices, found {workers}",
@@ -379,7 +366,7 @@ mod tests {
             CliOverrides::default(),
         )
         .unwrap();
-        assert_eq!(run.platform, Platform::Nvidia);
+        assert_eq!(run.platform, PlatformRequest::from(Vendor::Nvidia));
         assert!(!run.profiler_enabled);
         let error = settings(
             "platform:\n  verifier: nvidia\n  profiler: rocm\n",

@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
 use crate::llm::LlmKeys;
+use crate::vendor::{Platform, Vendor};
 
 use super::ranges::{
     BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_DURATION_S, MAX_INFLIGHT, MAX_REFINEMENTS,
@@ -55,35 +56,12 @@ pub enum ConfigError {
     InvalidFlag { flag: &'static str, message: String },
 }
 
-/// The vendor a platform entry names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Vendor {
-    Nvidia,
-    Rocm,
-}
-
-impl fmt::Display for Vendor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Vendor::Nvidia => "nvidia",
-            Vendor::Rocm => "rocm",
-        })
-    }
-}
-
-/// `platform:` as written: a name, or a map from component to name.
+/// `platform:` as written: one platform for every component, or a map from component to
+/// platform.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PlatformSpec {
-    Noop,
-    Vendor(Vendor),
-    Components(BTreeMap<String, ComponentPlatform>),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ComponentPlatform {
-    Noop,
-    Vendor(Vendor),
+    One(Platform),
+    Components(BTreeMap<String, Platform>),
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -383,12 +361,12 @@ fn parse_platform_name(
     reader: &Reader<'_>,
     key: &str,
     value: &Value,
-) -> Result<ComponentPlatform, ConfigError> {
+) -> Result<Platform, ConfigError> {
     let name: String = reader.value(key, value, "one of noop, nvidia, rocm")?;
     match name.as_str() {
-        "noop" => Ok(ComponentPlatform::Noop),
-        "nvidia" | "cuda" => Ok(ComponentPlatform::Vendor(Vendor::Nvidia)),
-        "rocm" | "amd" => Ok(ComponentPlatform::Vendor(Vendor::Rocm)),
+        "noop" => Ok(Platform::Noop),
+        "nvidia" | "cuda" => Ok(Platform::Vendor(Vendor::Nvidia)),
+        "rocm" | "amd" => Ok(Platform::Vendor(Vendor::Rocm)),
         other => Err(ConfigError::InvalidValue {
             file: reader.file.to_string(),
             key: key.to_string(),
@@ -399,10 +377,9 @@ fn parse_platform_name(
 
 fn parse_platform(reader: &mut Reader<'_>, value: &Value) -> Result<PlatformSpec, ConfigError> {
     if value.is_string() {
-        return Ok(match parse_platform_name(reader, "platform", value)? {
-            ComponentPlatform::Noop => PlatformSpec::Noop,
-            ComponentPlatform::Vendor(vendor) => PlatformSpec::Vendor(vendor),
-        });
+        return Ok(PlatformSpec::One(parse_platform_name(
+            reader, "platform", value,
+        )?));
     }
     let mut components = BTreeMap::new();
     for (key, value) in reader.mapping("platform", value)? {
@@ -749,11 +726,8 @@ mod tests {
         let PlatformSpec::Components(components) = config.platform.unwrap() else {
             panic!("a map")
         };
-        assert_eq!(
-            components["verifier"],
-            ComponentPlatform::Vendor(Vendor::Rocm)
-        );
-        assert_eq!(components["profiler"], ComponentPlatform::Noop);
+        assert_eq!(components["verifier"], Platform::Vendor(Vendor::Rocm));
+        assert_eq!(components["profiler"], Platform::Noop);
     }
 
     #[test]

@@ -4,25 +4,7 @@ use serde::Serialize;
 
 use super::masks::{CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES};
 use super::specs::GpuSpec;
-
-/// The platform a run ends up on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SelectedVendor {
-    Noop,
-    Nvidia,
-    Rocm,
-}
-
-impl std::fmt::Display for SelectedVendor {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str(match self {
-            Self::Noop => "noop",
-            Self::Nvidia => "nvidia",
-            Self::Rocm => "rocm",
-        })
-    }
-}
+use crate::vendor::{Platform, Vendor};
 
 /// What identifies a device to its vendor's runtime and to other kactors runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,11 +33,11 @@ pub struct Device {
 }
 
 impl Device {
-    pub fn vendor(&self) -> SelectedVendor {
+    pub fn platform(&self) -> Platform {
         match self.kind {
-            DeviceKind::Noop => SelectedVendor::Noop,
-            DeviceKind::Nvidia { .. } => SelectedVendor::Nvidia,
-            DeviceKind::Rocm { .. } => SelectedVendor::Rocm,
+            DeviceKind::Noop => Platform::Noop,
+            DeviceKind::Nvidia { .. } => Platform::Vendor(Vendor::Nvidia),
+            DeviceKind::Rocm { .. } => Platform::Vendor(Vendor::Rocm),
         }
     }
 
@@ -104,10 +86,10 @@ pub struct Pin {
     pub unset: Vec<String>,
 }
 
-/// What a run would use: one vendor's devices, and what the selection had to say.
+/// What a run would use: one platform's devices, and what the selection had to say.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeviceSelection {
-    pub vendor: SelectedVendor,
+    pub platform: Platform,
     pub devices: Vec<Device>,
     pub warnings: Vec<String>,
 }
@@ -120,7 +102,7 @@ impl DeviceSelection {
     /// The `kactors devices --json` object.
     pub fn report(&self) -> DevicesReport {
         DevicesReport {
-            vendor: self.vendor,
+            vendor: self.platform,
             devices: self
                 .devices
                 .iter()
@@ -139,7 +121,8 @@ impl DeviceSelection {
 /// `{"vendor", "devices": [{"id", "name", "uuid", "spec"}], "pins": [{"device", "set", "unset"}]}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DevicesReport {
-    pub vendor: SelectedVendor,
+    /// The platform, under the key `kactors devices --json` has always used.
+    pub vendor: Platform,
     pub devices: Vec<DeviceReport>,
     pub pins: Vec<Pin>,
 }
@@ -186,7 +169,7 @@ mod tests {
     #[test]
     fn nvidia_report_is_the_issue_json() {
         let selection = DeviceSelection {
-            vendor: SelectedVendor::Nvidia,
+            platform: Vendor::Nvidia.into(),
             devices: vec![nvidia_h200()],
             warnings: vec![],
         };
@@ -199,7 +182,7 @@ mod tests {
     #[test]
     fn rocm_report_pins_by_hip_id_and_removes_the_other_masks() {
         let selection = DeviceSelection {
-            vendor: SelectedVendor::Rocm,
+            platform: Vendor::Rocm.into(),
             devices: vec![rocm_gpu(3, None), rocm_gpu(1, Some("GPU-0f1e2d3c4b5a6978"))],
             warnings: vec![],
         };
@@ -226,6 +209,6 @@ mod tests {
             }
         );
         assert_eq!(device.uuid(), None);
-        assert_eq!(device.vendor(), SelectedVendor::Noop);
+        assert_eq!(device.platform(), Platform::Noop);
     }
 }

@@ -2,7 +2,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use super::device::SelectedVendor;
+use crate::vendor::Platform;
 
 /// Why a GPU listing tool gave no usable answer. A vendor whose tool fails lists no GPU; the
 /// failure is named in the error when no vendor can be chosen, and warned about otherwise.
@@ -66,10 +66,10 @@ pub enum DeviceError {
     },
     #[error("--gpus lists no GPU")]
     EmptyGpuList,
-    #[error("--gpus lists GPU {id}, which is not among the visible {vendor} devices ({visible})")]
+    #[error("--gpus lists GPU {id}, which is not among the visible {platform} devices ({visible})")]
     GpuNotVisible {
         id: u32,
-        vendor: SelectedVendor,
+        platform: Platform,
         visible: String,
     },
     #[error("cannot create the GPU lock directory {path}: {source}")]

@@ -122,7 +122,8 @@ fn lock_file_name(key: &str) -> String {
 mod tests {
     use super::*;
     use crate::devices::fake_tools::FakeNode;
-    use crate::devices::select::{DeviceRequest, PlatformRequest, select_devices};
+    use crate::devices::select::{DeviceRequest, select_devices};
+    use crate::vendor::{PlatformRequest, Vendor};
     use std::num::NonZeroU32;
 
     fn select(node: &FakeNode, platform: PlatformRequest, gpus: Option<Vec<u32>>) -> Vec<Device> {
@@ -206,7 +207,7 @@ mod tests {
         let lock_dir = tempfile::tempdir().unwrap();
         let locks = lock_devices(
             lock_dir.path(),
-            select(&node, PlatformRequest::Rocm, Some(vec![1])),
+            select(&node, Vendor::Rocm.into(), Some(vec![1])),
         )
         .unwrap();
         let lock = locks.locked[0].lock.as_ref().unwrap();
@@ -222,9 +223,9 @@ mod tests {
         let node = FakeNode::new();
         let lock_dir = tempfile::tempdir().unwrap();
         let first =
-            lock_devices(lock_dir.path(), select(&node, PlatformRequest::Noop, None)).unwrap();
+            lock_devices(lock_dir.path(), select(&node, PlatformRequest::NOOP, None)).unwrap();
         let second =
-            lock_devices(lock_dir.path(), select(&node, PlatformRequest::Noop, None)).unwrap();
+            lock_devices(lock_dir.path(), select(&node, PlatformRequest::NOOP, None)).unwrap();
         assert_eq!((ids(&first), ids(&second)), (vec![0, 1], vec![0, 1]));
         assert!(second.locked.iter().all(|locked| locked.lock.is_none()));
         assert_eq!(std::fs::read_dir(lock_dir.path()).unwrap().count(), 0);

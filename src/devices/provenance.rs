@@ -5,13 +5,15 @@
 
 use serde::Serialize;
 
-use super::device::{DeviceKind, DeviceSelection, SelectedVendor};
+use super::device::{DeviceKind, DeviceSelection};
 use super::environment::HostEnvironment;
 use super::tool::{TOOL_TIMEOUT, find_executable, run_tool};
+use crate::vendor::{Platform, Vendor};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct GpuState {
-    pub vendor: SelectedVendor,
+    /// The platform, under the key run.yaml has always used.
+    pub vendor: Platform,
     /// One line per device the run uses, as the vendor's tool printed it (CSV, with its header).
     pub devices: Vec<String>,
     /// The compute processes on those devices when the run started, as the tool printed them.
@@ -26,17 +28,17 @@ const QUERY_APPS: &str = "--query-compute-apps=gpu_uuid,pid,process_name,used_me
 /// Reads the state of the selected GPUs; never fails a run (what cannot be read is noted).
 pub fn gpu_state(selection: &DeviceSelection, host: &HostEnvironment) -> GpuState {
     let mut state = GpuState {
-        vendor: selection.vendor,
+        vendor: selection.platform,
         devices: Vec::new(),
         processes: Vec::new(),
         notes: Vec::new(),
     };
-    match selection.vendor {
-        SelectedVendor::Noop => state.notes.push("the noop platform uses no GPU".into()),
-        SelectedVendor::Rocm => state
+    match selection.platform {
+        Platform::Noop => state.notes.push("the noop platform uses no GPU".into()),
+        Platform::Vendor(Vendor::Rocm) => state
             .notes
             .push("clocks and GPU processes are not read on ROCm yet".into()),
-        SelectedVendor::Nvidia => {
+        Platform::Vendor(Vendor::Nvidia) => {
             let uuids: Vec<&str> = selection
                 .devices
                 .iter()
@@ -78,7 +80,7 @@ pub fn gpu_state(selection: &DeviceSelection, host: &HostEnvironment) -> GpuStat
 #[cfg(test)]
 mod tests {
     use super::super::fake_tools::{FakeNode, write_script};
-    use super::super::select::{DeviceRequest, PlatformRequest, select_devices};
+    use super::super::select::{DeviceRequest, select_devices};
     use super::*;
 
     /// nvidia-smi with two H200s, of which the run uses GPU 1, and a process on each.
@@ -96,7 +98,7 @@ esac
         write_script(&node.bin(), "nvidia-smi", FAKE);
         let host = node.host(&[]);
         let request = DeviceRequest {
-            platform: PlatformRequest::Nvidia,
+            platform: Vendor::Nvidia.into(),
             gpus: Some(vec![1]),
             noop_devices: std::num::NonZeroU32::MIN,
             gpu_name: None,

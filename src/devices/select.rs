@@ -1,6 +1,6 @@
 use std::num::NonZeroU32;
 
-use super::device::{Device, DeviceKind, DeviceSelection, SelectedVendor};
+use super::device::{Device, DeviceKind, DeviceSelection};
 use super::environment::HostEnvironment;
 use super::error::DeviceError;
 use super::masks::{AmdMasks, Mask, VisibilityMasks, resolve_masks};
@@ -8,18 +8,7 @@ use super::nvidia::{NvidiaGpu, apply_cuda_mask, list_nvidia_gpus};
 use super::rocm::{AmdGpu, apply_amd_masks, list_amd_gpus};
 use super::specs::{AmdIdentity, amd_row, nvidia_row, spec_by_name, spec_table};
 use super::tool::{Listing, TOOL_TIMEOUT};
-
-/// The platform a strategy's configuration asks for (its `platform`, or the vendor its
-/// per-component map names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PlatformRequest {
-    /// Nothing asked: the detected vendor is used.
-    Detect,
-    /// No GPU: no tool is called and detection never changes the platform.
-    Noop,
-    Nvidia,
-    Rocm,
-}
+use crate::vendor::{Platform, PlatformRequest, Vendor};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeviceRequest {
@@ -40,10 +29,10 @@ pub fn select_devices(
     request: &DeviceRequest,
     host: &HostEnvironment,
 ) -> Result<DeviceSelection, DeviceError> {
-    let (vendor, devices, mut warnings) = match request.platform {
+    let (platform, devices, mut warnings) = match request.platform {
         // A simulated device has no spec: gpu_name is not looked up, so KernelAgent's files,
         // whatever GPU they name, run on noop.
-        PlatformRequest::Noop => {
+        PlatformRequest::Exactly(Platform::Noop) => {
             let devices = (0..request.noop_devices.get())
                 .map(|id| Device {
                     id,
@@ -52,24 +41,24 @@ pub fn select_devices(
                     spec: None,
                 })
                 .collect();
-            (SelectedVendor::Noop, devices, Vec::new())
+            (Platform::Noop, devices, Vec::new())
         }
         PlatformRequest::Detect => detect_vendor(host)?,
-        PlatformRequest::Nvidia => require_nvidia(host)?,
-        PlatformRequest::Rocm => require_rocm(host)?,
+        PlatformRequest::Exactly(Platform::Vendor(Vendor::Nvidia)) => require_nvidia(host)?,
+        PlatformRequest::Exactly(Platform::Vendor(Vendor::Rocm)) => require_rocm(host)?,
     };
-    let mut devices = restrict_to_listed(devices, request.gpus.as_deref(), vendor)?;
-    if vendor != SelectedVendor::Noop {
+    let mut devices = restrict_to_listed(devices, request.gpus.as_deref(), platform)?;
+    if platform != Platform::Noop {
         settle_specs(&mut devices, request.gpu_name.as_deref(), &mut warnings);
     }
     Ok(DeviceSelection {
-        vendor,
+        platform,
         devices,
         warnings,
     })
 }
 
-type Chosen = (SelectedVendor, Vec<Device>, Vec<String>);
+type Chosen = (Platform, Vec<Device>, Vec<String>);
 
 /// No platform requested: NVIDIA when a GPU survives CUDA_VISIBLE_DEVICES and no HIP/ROCR mask
 /// selects an AMD GPU; AMD when no NVIDIA GPU remains or such a mask leaves an AMD GPU.
@@ -130,7 +119,7 @@ fn require_rocm(host: &HostEnvironment) -> Result<Chosen, DeviceError> {
 
 /// What one vendor's tool and masks leave.
 struct View {
-    vendor: SelectedVendor,
+    vendor: Vendor,
     visible: Vec<Device>,
     /// Why nothing is visible, when nothing is.
     why_none: Option<String>,
@@ -141,7 +130,7 @@ struct View {
 }
 
 impl View {
-    fn nothing(vendor: SelectedVendor, why_none: String) -> Self {
+    fn nothing(vendor: Vendor, why_none: String) -> Self {
         Self {
             vendor,
             visible: Vec::new(),
@@ -152,7 +141,7 @@ impl View {
     }
 
     fn from_listing<'m, T>(
-        vendor: SelectedVendor,
+        vendor: Vendor,
         listing: Listing<T>,
         tool: &str,
         keep: impl FnOnce(&[T]) -> (Vec<Device>, Vec<&'m Mask>),
@@ -206,20 +195,19 @@ impl View {
                 )
             }));
         }
-        (self.vendor, self.visible, warnings)
+        (self.vendor.into(), self.visible, warnings)
     }
 }
 
-fn vendor_word(vendor: SelectedVendor) -> &'static str {
+fn vendor_word(vendor: Vendor) -> &'static str {
     match vendor {
-        SelectedVendor::Noop => "noop",
-        SelectedVendor::Nvidia => "NVIDIA",
-        SelectedVendor::Rocm => "AMD",
+        Vendor::Nvidia => "NVIDIA",
+        Vendor::Rocm => "AMD",
     }
 }
 
 fn nvidia_view(host: &HostEnvironment, masks: &VisibilityMasks) -> View {
-    let vendor = SelectedVendor::Nvidia;
+    let vendor = Vendor::Nvidia;
     let cuda = masks.cuda.as_ref();
     if let Some(mask) = cuda.filter(|mask| mask.hides_all()) {
         return View::nothing(
@@ -241,7 +229,7 @@ fn nvidia_view(host: &HostEnvironment, masks: &VisibilityMasks) -> View {
 }
 
 fn amd_view(host: &HostEnvironment, masks: &AmdMasks) -> View {
-    let vendor = SelectedVendor::Rocm;
+    let vendor = Vendor::Rocm;
     let (rocr, hip) = match masks {
         AmdMasks::Hidden(mask) => {
             return View::nothing(vendor, format!("{} hides every AMD GPU", mask.describe()));
@@ -299,7 +287,7 @@ fn amd_device(gpu: AmdGpu) -> Device {
 fn restrict_to_listed(
     devices: Vec<Device>,
     gpus: Option<&[u32]>,
-    vendor: SelectedVendor,
+    platform: Platform,
 ) -> Result<Vec<Device>, DeviceError> {
     let Some(ids) = gpus else {
         return Ok(devices);
@@ -313,7 +301,7 @@ fn restrict_to_listed(
     {
         return Err(DeviceError::GpuNotVisible {
             id: *missing,
-            vendor,
+            platform,
             visible: devices
                 .iter()
                 .map(|device| device.id.to_string())
@@ -426,10 +414,10 @@ mod tests {
                     selection
                         .devices
                         .iter()
-                        .all(|device| device.vendor() == selection.vendor)
+                        .all(|device| device.platform() == selection.platform)
                 );
                 let ids: Vec<String> = selection.devices.iter().map(|d| d.id.to_string()).collect();
-                format!("{} {}", selection.vendor, ids.join(","))
+                format!("{} {}", selection.platform, ids.join(","))
             }
             Err(error) => error.to_string(),
         };
@@ -450,9 +438,11 @@ mod tests {
         }
     }
 
-    use PlatformRequest::{Noop, Nvidia, Rocm};
     type Vars<'a> = &'a [(&'a str, &'a str)];
     const AUTO: PlatformRequest = PlatformRequest::Detect;
+    const NOOP: PlatformRequest = PlatformRequest::NOOP;
+    const NVIDIA: PlatformRequest = PlatformRequest::Exactly(Platform::Vendor(Vendor::Nvidia));
+    const ROCM: PlatformRequest = PlatformRequest::Exactly(Platform::Vendor(Vendor::Rocm));
 
     #[test]
     fn nvidia_only_node() {
@@ -476,11 +466,11 @@ mod tests {
                 (AUTO, &[(CVD, "7")], &left_none),
                 // A HIP mask on a node without AMD GPUs selects nothing.
                 (AUTO, &[(HVD, "0")], "nvidia 0,1,2,3"),
-                (Nvidia, &[], "nvidia 0,1,2,3"),
-                (Nvidia, &[(HVD, "0")], "nvidia 0,1,2,3"),
-                (Nvidia, &[(CVD, "3")], "nvidia 3"),
-                (Rocm, &[], &rocm_none),
-                (Noop, &[], "noop 0,1"),
+                (NVIDIA, &[], "nvidia 0,1,2,3"),
+                (NVIDIA, &[(HVD, "0")], "nvidia 0,1,2,3"),
+                (NVIDIA, &[(CVD, "3")], "nvidia 3"),
+                (ROCM, &[], &rocm_none),
+                (NOOP, &[], "noop 0,1"),
             ],
         );
     }
@@ -493,8 +483,8 @@ mod tests {
             &amd_only(),
             &[
                 (AUTO, &[], "rocm 0,1,2,3"),
-                (Rocm, &[], "rocm 0,1,2,3"),
-                (Nvidia, &[], &nvidia_none),
+                (ROCM, &[], "rocm 0,1,2,3"),
+                (NVIDIA, &[], &nvidia_none),
                 (AUTO, &[(HVD, "3,1")], "rocm 3,1"),
                 (AUTO, &[(RVD, "GPU-5566778899aabbcc,0")], "rocm 2,0"),
                 (
@@ -504,7 +494,7 @@ mod tests {
                      hides every AMD GPU",
                 ),
                 (
-                    Rocm,
+                    ROCM,
                     &[(RVD, "")],
                     "ROCm platform was requested but no devices are visible: \
                      ROCR_VISIBLE_DEVICES=\"\" hides every AMD GPU",
@@ -515,7 +505,7 @@ mod tests {
                     "HIP_VISIBLE_DEVICES=\"0,x\" has the entry \"x\", which is neither a device \
                      index nor a GPU UUID (GPU-...)",
                 ),
-                (Noop, &[], "noop 0,1"),
+                (NOOP, &[], "noop 0,1"),
             ],
         );
     }
@@ -527,9 +517,9 @@ mod tests {
             &amd_only(),
             &[
                 (AUTO, &[(RVD, "1,2,3"), (HVD, "2")], "rocm 3"),
-                (Rocm, &[(RVD, "0"), (HVD, "0")], "rocm 0"),
+                (ROCM, &[(RVD, "0"), (HVD, "0")], "rocm 0"),
                 (
-                    Rocm,
+                    ROCM,
                     &[(RVD, "0"), (HVD, "1")],
                     "ROCm platform was requested but no devices are visible: none of the 4 AMD \
                      GPUs amd-smi lists is left by ROCR_VISIBLE_DEVICES=\"0\" then \
@@ -547,11 +537,11 @@ mod tests {
             &amd_only(),
             &[
                 (AUTO, &[(CVD, "1,3")], "rocm 1,3"),
-                (Rocm, &[(CVD, "2")], "rocm 2"),
+                (ROCM, &[(CVD, "2")], "rocm 2"),
                 // HIP stops at an entry it cannot read, as CUDA does.
                 (AUTO, &[(CVD, "1,MIG-x,3")], "rocm 1"),
                 // It never invents an NVIDIA GPU.
-                (Nvidia, &[(CVD, "1")], &nvidia_none),
+                (NVIDIA, &[(CVD, "1")], &nvidia_none),
                 // An empty CUDA_VISIBLE_DEVICES hides NVIDIA GPUs only.
                 (AUTO, &[(CVD, "")], "rocm 0,1,2,3"),
             ],
@@ -567,12 +557,12 @@ mod tests {
             &node,
             &[
                 (AUTO, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
-                (Rocm, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
-                (Nvidia, &[(CVD, "0,1"), (RVD, "1")], conflict_rocr),
+                (ROCM, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
+                (NVIDIA, &[(CVD, "0,1"), (RVD, "1")], conflict_rocr),
                 // Slurm's identical lists: applied once, as ROCR (as HIP too it would give [3]).
                 (AUTO, &[(CVD, "2,3"), (RVD, "2,3")], "rocm 2,3"),
                 (
-                    Rocm,
+                    ROCM,
                     &[(CVD, "2,3"), (RVD, "2, 3"), (HVD, "2,3")],
                     "rocm 2,3",
                 ),
@@ -580,7 +570,7 @@ mod tests {
                 // An empty list is no conflict.
                 (AUTO, &[(CVD, ""), (HVD, "1")], "rocm 1"),
                 // noop skips the check.
-                (Noop, &[(CVD, "0"), (HVD, "1")], "noop 0,1"),
+                (NOOP, &[(CVD, "0"), (HVD, "1")], "noop 0,1"),
             ],
         );
     }
@@ -592,9 +582,9 @@ mod tests {
             &node,
             &[
                 (AUTO, &[], "nvidia 0,1,2,3"),
-                (Nvidia, &[], "nvidia 0,1,2,3"),
-                (Rocm, &[], "rocm 0,1,2,3"),
-                (Noop, &[], "noop 0,1"),
+                (NVIDIA, &[], "nvidia 0,1,2,3"),
+                (ROCM, &[], "rocm 0,1,2,3"),
+                (NOOP, &[], "noop 0,1"),
             ],
         );
     }
@@ -633,28 +623,28 @@ mod tests {
         check(
             &mixed(),
             &[
-                (Nvidia, &[(CVD, "3")], "nvidia 3"),
+                (NVIDIA, &[(CVD, "3")], "nvidia 3"),
                 (
-                    Nvidia,
+                    NVIDIA,
                     &[(HVD, "1")],
                     "NVIDIA platform was requested but ROCm devices were selected (by \
                      HIP_VISIBLE_DEVICES=\"1\")",
                 ),
                 (
-                    Nvidia,
+                    NVIDIA,
                     &[(CVD, "0,1"), (RVD, "0,1")],
                     "NVIDIA platform was requested but ROCm devices were selected (by \
                      ROCR_VISIBLE_DEVICES=\"0,1\")",
                 ),
-                (Nvidia, &[(HVD, "9")], "nvidia 0,1,2,3"),
-                (Nvidia, &[(HVD, "")], "nvidia 0,1,2,3"),
+                (NVIDIA, &[(HVD, "9")], "nvidia 0,1,2,3"),
+                (NVIDIA, &[(HVD, "")], "nvidia 0,1,2,3"),
                 (
-                    Nvidia,
+                    NVIDIA,
                     &[(CVD, "")],
                     "NVIDIA platform was requested but no devices are visible: \
                      CUDA_VISIBLE_DEVICES=\"\" hides every NVIDIA GPU",
                 ),
-                (Nvidia, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
+                (NVIDIA, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
             ],
         );
     }
@@ -664,17 +654,17 @@ mod tests {
         check(
             &mixed(),
             &[
-                (Rocm, &[(CVD, "2")], "rocm 2"),
-                (Rocm, &[(HVD, "3,1")], "rocm 3,1"),
-                (Rocm, &[(RVD, "1,2,3"), (HVD, "2")], "rocm 3"),
-                (Rocm, &[(CVD, "")], "rocm 0,1,2,3"),
+                (ROCM, &[(CVD, "2")], "rocm 2"),
+                (ROCM, &[(HVD, "3,1")], "rocm 3,1"),
+                (ROCM, &[(RVD, "1,2,3"), (HVD, "2")], "rocm 3"),
+                (ROCM, &[(CVD, "")], "rocm 0,1,2,3"),
                 (
-                    Rocm,
+                    ROCM,
                     &[(HVD, "")],
                     "ROCm platform was requested but no devices are visible: \
                      HIP_VISIBLE_DEVICES=\"\" hides every AMD GPU",
                 ),
-                (Rocm, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
+                (ROCM, &[(CVD, "0"), (HVD, "1")], CONFLICT_0_1),
             ],
         );
     }
@@ -685,9 +675,9 @@ mod tests {
         check(
             &node,
             &[
-                (Noop, &[(CVD, "0"), (HVD, "1")], "noop 0,1"),
-                (Noop, &[(HVD, "x")], "noop 0,1"),
-                (Noop, &[(CVD, "")], "noop 0,1"),
+                (NOOP, &[(CVD, "0"), (HVD, "1")], "noop 0,1"),
+                (NOOP, &[(HVD, "x")], "noop 0,1"),
+                (NOOP, &[(CVD, "")], "noop 0,1"),
             ],
         );
         assert_eq!(node.calls(), Vec::<String>::new());
@@ -699,11 +689,11 @@ mod tests {
         let amd_smi = ["amd-smi list -e --json", "amd-smi static --asic --json"];
         let cases: [(PlatformRequest, Vars, Vec<&str>); 6] = [
             (AUTO, &[], vec![nvidia_smi]),
-            (Nvidia, &[], vec![nvidia_smi]),
-            (Rocm, &[], amd_smi.to_vec()),
+            (NVIDIA, &[], vec![nvidia_smi]),
+            (ROCM, &[], amd_smi.to_vec()),
             (AUTO, &[(HVD, "1")], [&[nvidia_smi][..], &amd_smi].concat()),
             (AUTO, &[(CVD, ""), (HVD, "")], vec![]),
-            (Noop, &[], vec![]),
+            (NOOP, &[], vec![]),
         ];
         for (platform, vars, calls) in cases {
             let node = mixed();
@@ -716,11 +706,11 @@ mod tests {
     fn hosts_without_gpus() {
         let node = FakeNode::new();
         let none = format!("no GPU visible: {NO_NVIDIA_SMI}; {NO_AMD_SMI}");
-        check(&node, &[(AUTO, &[], &none), (Noop, &[], "noop 0,1")]);
+        check(&node, &[(AUTO, &[], &none), (NOOP, &[], "noop 0,1")]);
         let node = FakeNode::new();
         node.nvidia_smi("nvidia-smi-no-devices.txt", 6);
         let none = format!("no GPU visible: nvidia-smi lists no GPU; {NO_AMD_SMI}");
-        check(&node, &[(AUTO, &[], &none), (Noop, &[], "noop 0,1")]);
+        check(&node, &[(AUTO, &[], &none), (NOOP, &[], "noop 0,1")]);
         assert_eq!(
             node.calls(),
             vec!["nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader"]
@@ -747,7 +737,7 @@ mod tests {
         let node = nvidia_only();
         node.amd_smi(&node.bin(), "amd-smi-not-a-listing.txt", "");
         let selection = select_devices(&request(AUTO), &node.host(&[(HVD, "1")])).unwrap();
-        assert_eq!(selection.vendor, SelectedVendor::Nvidia);
+        assert_eq!(selection.platform, Platform::Vendor(Vendor::Nvidia));
         assert_eq!(
             selection.warnings,
             vec![format!(
@@ -769,7 +759,7 @@ mod tests {
         );
         check(
             &node,
-            &[(AUTO, &[], "rocm 0,1,2,3"), (Rocm, &[(HVD, "1")], "rocm 1")],
+            &[(AUTO, &[], "rocm 0,1,2,3"), (ROCM, &[(HVD, "1")], "rocm 1")],
         );
     }
 
@@ -782,12 +772,12 @@ mod tests {
         };
         assert_eq!(outcome(&node, &with_gpus(AUTO, &[2, 0]), &[]), "nvidia 0,2");
         assert_eq!(
-            outcome(&node, &with_gpus(Rocm, &[3]), &[(HVD, "3,1")]),
+            outcome(&node, &with_gpus(ROCM, &[3]), &[(HVD, "3,1")]),
             "rocm 3"
         );
-        assert_eq!(outcome(&node, &with_gpus(Noop, &[1]), &[]), "noop 1");
+        assert_eq!(outcome(&node, &with_gpus(NOOP, &[1]), &[]), "noop 1");
         assert_eq!(
-            outcome(&node, &with_gpus(Rocm, &[0]), &[(HVD, "3,1")]),
+            outcome(&node, &with_gpus(ROCM, &[0]), &[(HVD, "3,1")]),
             "--gpus lists GPU 0, which is not among the visible rocm devices (3, 1)"
         );
         assert_eq!(
@@ -825,7 +815,7 @@ mod tests {
             (some("NVIDIA H100 SXM", 4), vec![])
         );
         assert_eq!(
-            specs_and_warnings(&mixed(), Rocm, None),
+            specs_and_warnings(&mixed(), ROCM, None),
             (some("AMD Instinct MI300X", 4), vec![])
         );
         let node = FakeNode::new();
@@ -901,7 +891,7 @@ mod tests {
     fn the_noop_platform_never_looks_gpu_name_up() {
         for gpu_name in ["AMD Instinct MI300X", "NVIDIA GeForce RTX 5080", "H100"] {
             assert_eq!(
-                specs_and_warnings(&nvidia_only(), Noop, Some(gpu_name)),
+                specs_and_warnings(&nvidia_only(), NOOP, Some(gpu_name)),
                 (vec![None, None], vec![])
             );
         }

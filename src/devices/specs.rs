@@ -4,17 +4,11 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 
 use super::rocm::parse_chip_id;
+use crate::vendor::Vendor;
 
 /// The spec table, data rather than code: one row per GPU model.
 const SPEC_TABLE_YAML: &str =
     include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/data/gpu_specs.yaml"));
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Vendor {
-    Nvidia,
-    Rocm,
-}
 
 /// One GPU model's peak figures, from its vendor's datasheet. Rates are dense (no sparsity)
 /// TFLOPS; figures are for the whole package (see `gpus_per_package`).

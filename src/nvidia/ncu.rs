@@ -6,8 +6,6 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::nvidia::profile::NcuFailure;
-
 /// Where a metric goes in the profile's metrics map (`NvidiaProfile::metrics`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum MetricSection {
@@ -416,6 +414,16 @@ pub fn ncu_command_args(spec: &NcuInvocation) -> Vec<OsString> {
     args
 }
 
+/// No ncu where it was looked for.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error(
+    "ncu not found (looked for {}): install Nsight Compute or set platform_kwargs.ncu_bin_path",
+    searched.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
+)]
+pub struct NcuNotFound {
+    pub searched: Vec<PathBuf>,
+}
+
 /// Finds the ncu binary: the configured `platform_kwargs.ncu_bin_path` alone when given (a wrong
 /// explicit choice is reported, not silently replaced), else `ncu` on PATH, else
 /// /usr/local/cuda/bin/ncu. `is_executable` is the filesystem check, passed in so this stays pure.
@@ -423,7 +431,7 @@ pub fn resolve_ncu_bin(
     configured: Option<&Path>,
     path_var: Option<&OsStr>,
     is_executable: impl Fn(&Path) -> bool,
-) -> Result<PathBuf, NcuFailure> {
+) -> Result<PathBuf, NcuNotFound> {
     let candidates: Vec<PathBuf> = match configured {
         Some(path) => vec![path.to_path_buf()],
         None => path_var
@@ -435,7 +443,7 @@ pub fn resolve_ncu_bin(
     };
     match candidates.iter().find(|candidate| is_executable(candidate)) {
         Some(found) => Ok(found.clone()),
-        None => Err(NcuFailure::BinaryNotFound {
+        None => Err(NcuNotFound {
             searched: candidates,
         }),
     }
@@ -573,7 +581,7 @@ mod tests {
         match resolve_ncu_bin(Some(configured), Some(OsStr::new("/usr/bin")), |path| {
             path != configured
         }) {
-            Err(NcuFailure::BinaryNotFound { searched }) => assert_eq!(searched, [configured]),
+            Err(NcuNotFound { searched }) => assert_eq!(searched, [configured]),
             other => panic!("expected BinaryNotFound, got {other:?}"),
         }
     }
@@ -585,7 +593,7 @@ mod tests {
             let found = resolve_ncu_bin(None, Some(path_var), |path| path == Path::new(present));
             match (found, expected) {
                 (Ok(path), Some(expected)) => assert_eq!(path, Path::new(expected)),
-                (Err(NcuFailure::BinaryNotFound { searched }), None) => assert_eq!(
+                (Err(NcuNotFound { searched }), None) => assert_eq!(
                     searched,
                     [
                         Path::new("/a/ncu"),

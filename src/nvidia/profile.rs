@@ -2,21 +2,21 @@
 //! combined over their launches, with the roofline verdict and the metrics for the prompt.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use serde::Serialize;
+use actors::model::Vendor;
+use actors::profile::KernelProfile;
 use thiserror::Error;
 
-use crate::nvidia::ncu::{Combine, NCU_METRICS};
+use crate::nvidia::ncu::{Combine, NCU_METRICS, NcuNotFound};
 use crate::nvidia::ncu_csv::{NcuKernelResult, NcuParseError, NcuReport};
-use crate::roofline::{RooflineThresholds, RooflineVerdict, judge};
+use crate::profiling::{RooflineThresholds, RooflineVerdict, judge};
 
 const DURATION: &str = "gpu__time_duration.sum";
 const MEMORY_SOL: &str = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
 const COMPUTE_SOL: &str = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
 const TENSOR_PIPE: &str = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active";
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NvidiaProfile {
     /// Each profiled launch of a kernel under test, in launch order.
     pub launches: Vec<ProfiledLaunch>,
@@ -29,14 +29,14 @@ pub struct NvidiaProfile {
     /// Whether any launch kept the tensor pipe busy at all; absent where the metric was not
     /// collected.
     pub uses_tensor_cores: Option<bool>,
-    pub roofline: RooflineVerdict,
+    pub verdict: RooflineVerdict,
     /// The `NCU_METRICS` values for the whole call by section ("sol", "memory", "occupancy",
     /// "stalls") and ncu name; a metric some launch lacks is left out rather than guessed.
     pub metrics: BTreeMap<&'static str, BTreeMap<String, f64>>,
     pub device: ProfiledDevice,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProfiledLaunch {
     pub id: u32,
     pub kernel_name: String,
@@ -44,7 +44,7 @@ pub struct ProfiledLaunch {
 }
 
 /// The device ncu profiled on, as ncu saw it, so the caller can check it is the pinned one.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ProfiledDevice {
     /// CUDA ordinal inside the profiled process (so 0 under a one-device CUDA_VISIBLE_DEVICES).
     pub ordinal: Option<u32>,
@@ -79,11 +79,8 @@ pub enum SummaryError {
 /// Why a profile failed, for the run to decide whether to try the next kernel.
 #[derive(Debug, Error)]
 pub enum NcuFailure {
-    #[error(
-        "ncu not found (looked for {}): install Nsight Compute or set platform_kwargs.ncu_bin_path",
-        searched.iter().map(|path| path.display().to_string()).collect::<Vec<_>>().join(", ")
-    )]
-    BinaryNotFound { searched: Vec<PathBuf> },
+    #[error(transparent)]
+    BinaryNotFound(#[from] NcuNotFound),
     #[error("reading the ncu output")]
     Parse(#[from] NcuParseError),
     #[error("summarizing the ncu output")]
@@ -96,7 +93,7 @@ pub enum NcuFailure {
 /// matched, a metric was missing) and the next kernel is profiled as usual.
 pub fn is_permanent(failure: &NcuFailure) -> bool {
     match failure {
-        NcuFailure::BinaryNotFound { .. } => true,
+        NcuFailure::BinaryNotFound(_) => true,
         NcuFailure::Parse(error) => matches!(
             error,
             NcuParseError::CounterPermission { .. } | NcuParseError::ProfilerUnavailable { .. }
@@ -177,10 +174,41 @@ pub fn summarize(
         compute_sol_pct,
         tensor_pipe_active_pct,
         uses_tensor_cores: tensor_pipe_active_pct.map(|pct| pct > 0.0),
-        roofline: judge(memory_sol_pct, compute_sol_pct, RooflineThresholds::NVIDIA),
+        verdict: judge(memory_sol_pct, compute_sol_pct, RooflineThresholds::NVIDIA),
         metrics,
         device: profiled_device(first),
     })
+}
+
+impl NvidiaProfile {
+    /// The kernels under test, once each, in the order they first launched.
+    pub fn launched_kernels(&self) -> Vec<String> {
+        let mut kernels: Vec<String> = Vec::new();
+        for launch in &self.launches {
+            if !kernels.contains(&launch.kernel_name) {
+                kernels.push(launch.kernel_name.clone());
+            }
+        }
+        kernels
+    }
+
+    /// The profile as the prompts and the journal take it: every ncu metric under its ncu name
+    /// (none is a raw counter), and no instruction mix, which ncu's collected metrics do not give.
+    pub fn kernel_profile(&self) -> KernelProfile {
+        KernelProfile {
+            vendor: Vendor::Nvidia,
+            kernels: self.launched_kernels(),
+            duration_ms: self.duration_ms,
+            roofline: self.verdict.roofline,
+            counters: BTreeMap::new(),
+            metrics: self
+                .metrics
+                .values()
+                .flat_map(|section| section.iter().map(|(name, value)| (name.clone(), *value)))
+                .collect(),
+            instruction_mix: None,
+        }
+    }
 }
 
 fn required(result: &NcuKernelResult, metric: &'static str) -> Result<f64, SummaryError> {
@@ -262,7 +290,7 @@ fn profiled_device(result: &NcuKernelResult) -> ProfiledDevice {
 mod tests {
     use super::*;
     use crate::nvidia::ncu_csv::parse_ncu_csv;
-    use crate::roofline::Bottleneck;
+    use crate::profiling::Bottleneck;
 
     fn fixture(name: &str) -> NcuReport {
         let path = format!(
@@ -306,8 +334,8 @@ mod tests {
             (profile.memory_sol_pct, profile.compute_sol_pct),
             (84.21, Some(5.79))
         );
-        assert_eq!(profile.roofline.bottleneck, Bottleneck::Memory);
-        assert!(!profile.roofline.at_roofline);
+        assert_eq!(profile.verdict.roofline.bottleneck, Bottleneck::Memory);
+        assert!(!profile.verdict.roofline.at_roofline);
         assert_eq!(
             profile.tensor_pipe_active_pct, None,
             "not collected in this capture"
@@ -332,6 +360,30 @@ mod tests {
         assert_eq!(
             profile.metrics["memory"]["dram__bytes_read.sum"],
             67114496.0
+        );
+    }
+
+    #[test]
+    fn the_vendor_neutral_profile_has_every_metric_once_under_its_ncu_name() {
+        let profile = summarize_fixture(
+            "measured_call_raw.log.csv",
+            &["add_kernel", "matmul_kernel"],
+        );
+        let measured = profile.kernel_profile();
+        assert_eq!(measured.vendor, Vendor::Nvidia);
+        assert_eq!(measured.kernels, ["add_kernel", "matmul_kernel"]);
+        assert_eq!(measured.duration_ms, profile.duration_ms);
+        assert_eq!(measured.roofline, profile.verdict.roofline);
+        assert!(
+            measured.counters.is_empty(),
+            "ncu gives metrics, not counters"
+        );
+        assert_eq!(measured.instruction_mix, None);
+        let by_section: usize = profile.metrics.values().map(BTreeMap::len).sum();
+        assert_eq!(measured.metrics.len(), by_section);
+        assert_eq!(
+            measured.metrics["launch__registers_per_thread"],
+            profile.metrics["occupancy"]["launch__registers_per_thread"]
         );
     }
 
@@ -361,7 +413,7 @@ mod tests {
             "tensor pipe",
         );
         assert_eq!(profile.uses_tensor_cores, Some(true));
-        assert_eq!(profile.roofline.bottleneck, Bottleneck::Memory);
+        assert_eq!(profile.verdict.roofline.bottleneck, Bottleneck::Memory);
         let sol = &profile.metrics["sol"];
         assert_eq!(sol["gpu__time_duration.sum"], add + matmul);
         let memory = &profile.metrics["memory"];
@@ -387,7 +439,7 @@ mod tests {
             (profile.memory_sol_pct, profile.compute_sol_pct),
             (79.40, Some(75.71))
         );
-        assert_eq!(profile.roofline.bottleneck, Bottleneck::Memory);
+        assert_eq!(profile.verdict.roofline.bottleneck, Bottleneck::Memory);
         assert_eq!(profile.tensor_pipe_active_pct, Some(79.06));
         assert_eq!(profile.uses_tensor_cores, Some(true));
         let add = summarize_fixture("measured_call_raw.log.csv", &["add_kernel"]);
@@ -420,7 +472,7 @@ mod tests {
             (81.52 * first + 82.34 * second) / (first + second),
             "memory SOL",
         );
-        assert_eq!(profile.roofline.bottleneck, Bottleneck::Memory);
+        assert_eq!(profile.verdict.roofline.bottleneck, Bottleneck::Memory);
         assert_eq!(
             profile.device.pci_bus_id, None,
             "the details page has no device attributes"
@@ -473,9 +525,9 @@ mod tests {
         assert!(!profile.metrics["sol"].contains_key(COMPUTE_SOL));
         assert!(!profile.metrics["memory"].contains_key("lts__t_sector_hit_rate.pct"));
         assert!(
-            profile.roofline.evidence.contains("no compute SOL"),
+            profile.verdict.evidence.contains("no compute SOL"),
             "{}",
-            profile.roofline.evidence
+            profile.verdict.evidence
         );
     }
 
@@ -485,9 +537,10 @@ mod tests {
             assert_eq!(is_permanent(&failure), permanent, "{failure:?}")
         };
         check(
-            NcuFailure::BinaryNotFound {
-                searched: vec![PathBuf::from("/usr/local/cuda/bin/ncu")],
-            },
+            NcuNotFound {
+                searched: vec!["/usr/local/cuda/bin/ncu".into()],
+            }
+            .into(),
             true,
         );
         check(
@@ -521,9 +574,9 @@ mod tests {
 
     #[test]
     fn binary_not_found_names_the_places_searched() {
-        let failure = NcuFailure::BinaryNotFound {
+        let failure = NcuFailure::from(NcuNotFound {
             searched: vec!["/a/ncu".into(), "/usr/local/cuda/bin/ncu".into()],
-        };
+        });
         assert_eq!(
             failure.to_string(),
             "ncu not found (looked for /a/ncu, /usr/local/cuda/bin/ncu): install Nsight Compute or \

@@ -1,22 +1,24 @@
 //! The Nsight Compute profiler of a run: one ncu process per profile around the wrapper,
 //! measuring exactly the measured call, read into the profile the prompts and the journal get.
 
-use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use actors::model::Vendor;
 use actors::ports::{KernelProfiler, LocalFuture, ProfileError, ProfileJob, ProfileSummary};
+use actors::profile::KernelProfile;
 
-use super::ncu::{KernelNames, NCU_ENV, NcuInvocation, ncu_command_args, resolve_ncu_bin};
+use super::ncu::{
+    KernelNames, NCU_ENV, NcuInvocation, NcuNotFound, ncu_command_args, resolve_ncu_bin,
+};
 use super::ncu_csv::parse_ncu_csv;
 use super::profile::{NcuFailure, NvidiaProfile, is_permanent, summarize};
 use crate::profiling::{
-    DeviceEnv, PassOutcome, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
-    ProfiledPlatform, ProfilerSetup, ReportRoofline, create_profile_dir, error_chain,
-    is_executable_file, read_kernels_out, roofline_analysis, run_pass, with_log_tail,
+    DeviceEnv, PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport,
+    ProfileTarget, ProfilerSetup, create_profile_dir, error_chain, is_executable_file,
+    read_kernels_out, roofline_analysis, run_pass, with_log_tail,
 };
-use crate::rocm::{InstructionMix, PassRecord};
 
 /// ncu's report inside the ncu pass's folder (its `--log-file`).
 const NCU_REPORT: &str = "ncu-report.csv";
@@ -68,9 +70,9 @@ impl NcuProfiler {
         let mut passes = Vec::new();
         match self.measure(target, &budget, &mut passes).await {
             Ok(profile) => {
-                let report = report_of(target, &profile, passes);
-                let analysis = analysis_of(&profile);
-                ProfileOutcome::measured(report, profile.roofline.bottleneck, analysis)
+                let measured = profile.kernel_profile();
+                let analysis = analysis_of(&profile, &measured);
+                ProfileOutcome::measured(target.device, measured, analysis, passes)
             }
             Err(failure) => {
                 let reason = match &failure.error {
@@ -84,7 +86,7 @@ impl NcuProfiler {
                     target.device
                 );
                 let report = ProfileReport::failed(
-                    ProfiledPlatform::Nvidia,
+                    Vendor::Nvidia,
                     target.device,
                     failure.kernels,
                     None,
@@ -106,7 +108,7 @@ impl NcuProfiler {
             .ncu_binary()
             .await
             .map_err(|failure| NcuProfileFailure {
-                error: ProfileError::Unavailable(error_chain(&failure)),
+                error: ProfileError::Unavailable(error_chain(&NcuFailure::from(failure))),
                 kernels: Vec::new(),
             })?;
         let pin = self
@@ -282,7 +284,7 @@ impl NcuProfiler {
         .await
     }
 
-    async fn ncu_binary(&self) -> Result<PathBuf, NcuFailure> {
+    async fn ncu_binary(&self) -> Result<PathBuf, NcuNotFound> {
         let configured = self.ncu_bin_path.clone();
         let path_var = self.setup.path_var().map(ToOwned::to_owned);
         tokio::task::spawn_blocking(move || {
@@ -318,49 +320,9 @@ async fn read_report(path: &Path) -> String {
     }
 }
 
-fn report_of(
-    target: &ProfileTarget,
-    profile: &NvidiaProfile,
-    passes: Vec<PassRecord>,
-) -> ProfileReport {
-    let metrics: BTreeMap<String, f64> = profile
-        .metrics
-        .values()
-        .flat_map(|section| section.iter().map(|(name, value)| (name.clone(), *value)))
-        .collect();
-    ProfileReport {
-        ok: true,
-        platform: ProfiledPlatform::Nvidia,
-        device: target.device,
-        kernels: launched_kernels(profile),
-        duration_ms: Some(profile.duration_ms),
-        counters: BTreeMap::new(),
-        metrics,
-        roofline: Some(ReportRoofline::from(&profile.roofline)),
-        instruction_mix: InstructionMix::UNAVAILABLE,
-        passes,
-        error: None,
-    }
-}
-
-fn launched_kernels(profile: &NvidiaProfile) -> Vec<String> {
-    let mut kernels: Vec<String> = Vec::new();
-    for launch in &profile.launches {
-        if !kernels.contains(&launch.kernel_name) {
-            kernels.push(launch.kernel_name.clone());
-        }
-    }
-    kernels
-}
-
 /// The roofline sentences, then tensor-core use as the collected tensor metric shows it.
-fn analysis_of(profile: &NvidiaProfile) -> String {
-    let roofline = roofline_analysis(
-        "Nsight Compute",
-        &launched_kernels(profile),
-        profile.duration_ms,
-        &profile.roofline,
-    );
+fn analysis_of(profile: &NvidiaProfile, measured: &KernelProfile) -> String {
+    let roofline = roofline_analysis("Nsight Compute", measured, &profile.verdict.evidence);
     let tensor = match (profile.uses_tensor_cores, profile.tensor_pipe_active_pct) {
         (Some(true), Some(active)) => {
             format!(

@@ -2,19 +2,20 @@
 //! by the Watchdog for its deadline, and checked for processes left behind once it exits.
 
 use std::ffi::OsString;
+use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use actors::ports::GroupId;
 use actors::watchdog::WatchdogClient;
+use serde::Serialize;
 use tokio::time::Instant;
 
 use super::ProfileBudget;
 use crate::process::{
     ChildEnv, ChildSpec, Leak, ProcessGroup, SpawnError, leaked_after_exit, spawn,
 };
-use crate::rocm::{PassRecord, RocprofOutputError, ensure_fresh_dir};
 
 /// The file in a pass's folder that gets the child's stdout and stderr.
 pub const PASS_LOG: &str = "output.log";
@@ -22,6 +23,65 @@ pub const PASS_LOG: &str = "output.log";
 /// How long what a pass's leader started may take to go once the leader has exited (nextest's
 /// leak timeout).
 const LEAK_SETTLE: Duration = Duration::from_millis(100);
+
+/// How one profiler invocation ended, as a profile's `passes` record it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassRecord {
+    /// The `--pmc` group; empty for other invocations.
+    pub counters: Vec<String>,
+    /// `None` when a signal ended it.
+    pub exit: Option<i32>,
+    /// Killed by the watchdog past its deadline.
+    pub killed: bool,
+    pub seconds: f64,
+}
+
+/// Why an invocation's folder cannot be its own.
+#[derive(Debug, thiserror::Error)]
+pub enum FreshDirError {
+    #[error(
+        "output directory {} already holds {entry}: each profiler invocation needs an empty \
+         directory of its own, so that no earlier file is read as its output",
+        dir.display()
+    )]
+    NotFresh { dir: PathBuf, entry: String },
+    #[error("output directory {} exists and is not a directory", dir.display())]
+    NotADirectory { dir: PathBuf },
+    #[error("cannot read {}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// Creates `dir` (and its parents), or accepts it when it exists and is empty; refuses a
+/// directory that holds anything.
+pub fn ensure_fresh_dir(dir: &Path) -> Result<(), FreshDirError> {
+    let io_error = |source| FreshDirError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    match fs::symlink_metadata(dir) {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(io_error)
+        }
+        Err(error) => Err(io_error(error)),
+        Ok(metadata) if !metadata.is_dir() => Err(FreshDirError::NotADirectory {
+            dir: dir.to_owned(),
+        }),
+        Ok(_) => match fs::read_dir(dir).map_err(io_error)?.next() {
+            None => Ok(()),
+            Some(entry) => {
+                let entry = entry.map_err(io_error)?;
+                Err(FreshDirError::NotFresh {
+                    dir: dir.to_owned(),
+                    entry: entry.file_name().to_string_lossy().into_owned(),
+                })
+            }
+        },
+    }
+}
 
 /// One invocation to run.
 #[derive(Clone, Debug)]
@@ -46,7 +106,7 @@ pub enum PassError {
     Dir {
         label: String,
         #[source]
-        source: RocprofOutputError,
+        source: FreshDirError,
     },
     #[error(transparent)]
     Spawn(#[from] SpawnError),
@@ -210,9 +270,35 @@ pub async fn run_pass(
     outcome
 }
 
-async fn fresh_dir(dir: &Path) -> Result<(), RocprofOutputError> {
+async fn fresh_dir(dir: &Path) -> Result<(), FreshDirError> {
     let dir = dir.to_path_buf();
     tokio::task::spawn_blocking(move || ensure_fresh_dir(&dir))
         .await
         .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fresh_dir_is_created_or_accepted_empty_and_refused_otherwise() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("profile/pass_1");
+        ensure_fresh_dir(&dir).unwrap();
+        assert!(dir.is_dir());
+        ensure_fresh_dir(&dir).unwrap();
+
+        fs::write(dir.join("old_counter_collection.csv"), "x\n").unwrap();
+        let error = ensure_fresh_dir(&dir).unwrap_err();
+        assert!(matches!(error, FreshDirError::NotFresh { .. }));
+        assert!(error.to_string().contains("old_counter_collection.csv"));
+
+        let file = temp.path().join("file");
+        fs::write(&file, "").unwrap();
+        assert!(matches!(
+            ensure_fresh_dir(&file),
+            Err(FreshDirError::NotADirectory { .. })
+        ));
+    }
 }

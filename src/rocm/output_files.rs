@@ -4,7 +4,7 @@
 //! `DIR/PREFIX_kernel_trace.csv`, `DIR/pass_N/...` or `DIR/pmc_N/...` for passes, a
 //! `<hostname>/` level when no `-o` prefix is given, `%pid%` expanded in the prefix. So the file
 //! is searched for by the end of its name anywhere inside the invocation's own directory,
-//! which [`ensure_fresh_dir`] guarantees was empty before the invocation: a file found there was
+//! which [`crate::profiling::ensure_fresh_dir`] guarantees was empty before the invocation: a file found there was
 //! written by this invocation, never left by an earlier kernel or round.
 
 use std::fs;
@@ -51,14 +51,6 @@ impl OutputKind {
 #[derive(Debug, thiserror::Error)]
 pub enum RocprofOutputError {
     #[error(
-        "output directory {} already holds {entry}: each rocprofv3 invocation needs an empty \
-         directory of its own, so that no earlier file is read as its output",
-        dir.display()
-    )]
-    DirNotFresh { dir: PathBuf, entry: String },
-    #[error("output directory {} exists and is not a directory", dir.display())]
-    NotADirectory { dir: PathBuf },
-    #[error(
         "rocprofv3 wrote no {} in {}: no file named *_{} there",
         kind.description(),
         dir.display(),
@@ -92,34 +84,6 @@ pub enum RocprofOutputError {
         #[source]
         source: io::Error,
     },
-}
-
-/// Creates `dir` (and its parents), or accepts it when it exists and is empty; refuses a
-/// directory that holds anything.
-pub fn ensure_fresh_dir(dir: &Path) -> Result<(), RocprofOutputError> {
-    let io_error = |source| RocprofOutputError::Io {
-        path: dir.to_owned(),
-        source,
-    };
-    match fs::symlink_metadata(dir) {
-        Err(error) if error.kind() == io::ErrorKind::NotFound => {
-            fs::create_dir_all(dir).map_err(io_error)
-        }
-        Err(error) => Err(io_error(error)),
-        Ok(metadata) if !metadata.is_dir() => Err(RocprofOutputError::NotADirectory {
-            dir: dir.to_owned(),
-        }),
-        Ok(_) => match fs::read_dir(dir).map_err(io_error)?.next() {
-            None => Ok(()),
-            Some(entry) => {
-                let entry = entry.map_err(io_error)?;
-                Err(RocprofOutputError::DirNotFresh {
-                    dir: dir.to_owned(),
-                    entry: entry.file_name().to_string_lossy().into_owned(),
-                })
-            }
-        },
-    }
 }
 
 /// The one `kind` file inside `dir`, the invocation's own fresh directory.
@@ -213,6 +177,7 @@ fn collect_named_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profiling::ensure_fresh_dir;
 
     const TRACE_HEADER: &str =
         "\"Kind\",\"Agent_Id\",\"Kernel_Name\",\"Start_Timestamp\",\"End_Timestamp\"\n";
@@ -221,27 +186,6 @@ mod tests {
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(path, text).unwrap();
-    }
-
-    #[test]
-    fn fresh_dir_is_created_or_accepted_empty_and_refused_otherwise() {
-        let temp = tempfile::tempdir().unwrap();
-        let dir = temp.path().join("profile/pass_1");
-        ensure_fresh_dir(&dir).unwrap();
-        assert!(dir.is_dir());
-        ensure_fresh_dir(&dir).unwrap();
-
-        write(&dir.join("old_counter_collection.csv"), "x\n");
-        let error = ensure_fresh_dir(&dir).unwrap_err();
-        assert!(matches!(error, RocprofOutputError::DirNotFresh { .. }));
-        assert!(error.to_string().contains("old_counter_collection.csv"));
-
-        let file = temp.path().join("file");
-        write(&file, "");
-        assert!(matches!(
-            ensure_fresh_dir(&file),
-            Err(RocprofOutputError::NotADirectory { .. })
-        ));
     }
 
     #[test]

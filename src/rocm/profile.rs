@@ -1,37 +1,25 @@
 //! One ROCm profile: reading each finished rocprofv3 pass, deciding whether the EA pass may be
-//! retried with the other counter spelling, and the result kactors reports.
+//! retried with the other counter spelling, and what kactors makes of the measurements.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::Path;
 
-use serde::Serialize;
+use actors::model::{DeviceId, Vendor};
+use actors::profile::{InstructionMix, KernelProfile};
 
 use super::csv_tables::{
     KernelStatsRow, RocprofCsvError, read_counter_collection, read_kernel_stats, read_kernel_trace,
 };
 use super::output_files::{OutputKind, RocprofOutputError, find_outputs};
 use super::rocm_roofline::{
-    InstructionMix, RocmPeaks, instruction_mix, rocm_metrics, rocm_roofline,
+    RocmPeaks, RooflineInputError, instruction_mix, rocm_metrics, rocm_roofline,
 };
 use super::rocprof_cli::RocprofCliError;
 use super::selection::{
     KernelsUnderTest, MeasuredDispatch, SelectionError, measured_counters, measured_dispatches,
     measured_duration_ms,
 };
-use crate::roofline::{RooflineThresholds, RooflineVerdict};
-
-/// How one rocprofv3 invocation ended, as recorded in the profile's `passes`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PassRecord {
-    /// The `--pmc` group; empty for the timing pass.
-    pub counters: Vec<String>,
-    /// `None` when a signal ended it.
-    pub exit: Option<i32>,
-    /// Killed by the watchdog past its deadline.
-    pub killed: bool,
-    pub seconds: f64,
-}
+use crate::profiling::{PassRecord, ProfileReport, RooflineThresholds, RooflineVerdict};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RocmProfileError {
@@ -126,71 +114,77 @@ fn check_exit(record: &PassRecord) -> Result<(), RocmProfileError> {
     }
 }
 
-/// A ROCm profile as `kactors profile --json` prints it (the command adds `ok`, `platform`
-/// and `device`) and the Profiler actor stores it. A failed profile has `error` set and keeps
-/// what was measured before the failure.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What kactors makes of a ROCm profile whose passes all succeeded: every figure, and the
+/// roofline verdict or why none can be judged.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RocmProfile {
     pub kernels: Vec<String>,
-    pub duration_ms: Option<f64>,
+    pub duration_ms: f64,
     pub counters: BTreeMap<String, f64>,
+    /// Derived from the counters (`rocm_metrics`).
     pub metrics: BTreeMap<String, f64>,
-    pub roofline: Option<RooflineVerdict>,
-    pub instruction_mix: InstructionMix,
-    pub passes: Vec<PassRecord>,
-    pub error: Option<String>,
+    pub instruction_mix: Option<InstructionMix>,
+    /// No roofline when FETCH_SIZE or WRITE_SIZE is absent from the files, which fails the
+    /// profile with that reason.
+    pub verdict: Result<RooflineVerdict, RooflineInputError>,
 }
 
 impl RocmProfile {
-    pub fn is_ok(&self) -> bool {
-        self.error.is_none()
-    }
-
-    /// A profile that failed before it had counters: `kernels` when known, the passes run so
-    /// far (the failed one included) and the reason.
-    pub fn failed(
-        kernels: Option<&KernelsUnderTest>,
-        duration_ms: Option<f64>,
-        passes: Vec<PassRecord>,
-        reason: &dyn fmt::Display,
-    ) -> Self {
-        Self {
-            kernels: kernels.map_or_else(Vec::new, |kernels| kernels.names().to_vec()),
-            duration_ms,
-            counters: BTreeMap::new(),
-            metrics: BTreeMap::new(),
-            roofline: None,
-            instruction_mix: InstructionMix::UNAVAILABLE,
-            passes,
-            error: Some(reason.to_string()),
-        }
-    }
-
-    /// The profile of a run whose passes all succeeded. A roofline that cannot be computed
-    /// (FETCH_SIZE or WRITE_SIZE absent from the files) fails the profile with that reason.
     pub fn from_measurements(
         kernels: &KernelsUnderTest,
         duration_ms: f64,
         counters: BTreeMap<String, f64>,
-        passes: Vec<PassRecord>,
         spec: &RocmPeaks,
         dtype: &str,
         thresholds: RooflineThresholds,
     ) -> Self {
-        let (roofline, error) = match rocm_roofline(&counters, duration_ms, spec, dtype, thresholds)
-        {
-            Ok(roofline) => (Some(roofline.verdict), None),
-            Err(error) => (None, Some(error.to_string())),
-        };
         Self {
             kernels: kernels.names().to_vec(),
-            duration_ms: Some(duration_ms),
+            duration_ms,
             metrics: rocm_metrics(&counters, duration_ms, dtype),
             instruction_mix: instruction_mix(&counters),
+            verdict: rocm_roofline(&counters, duration_ms, spec, dtype, thresholds)
+                .map(|roofline| roofline.verdict),
             counters,
-            roofline,
-            passes,
-            error,
+        }
+    }
+
+    /// The profile the prompts and the journal take, and its verdict's evidence; or why no
+    /// roofline could be judged.
+    pub fn judged(&self) -> Result<(KernelProfile, &str), &RooflineInputError> {
+        let verdict = self.verdict.as_ref()?;
+        let profile = KernelProfile {
+            vendor: Vendor::Rocm,
+            kernels: self.kernels.clone(),
+            duration_ms: self.duration_ms,
+            roofline: verdict.roofline,
+            counters: self.counters.clone(),
+            metrics: self.metrics.clone(),
+            instruction_mix: self.instruction_mix,
+        };
+        Ok((profile, &verdict.evidence))
+    }
+
+    /// `kactors profile`'s report of a profile that judged no roofline: failed, with every
+    /// figure it measured.
+    pub fn unjudged_report(
+        &self,
+        device: DeviceId,
+        passes: Vec<PassRecord>,
+        reason: &RooflineInputError,
+    ) -> ProfileReport {
+        ProfileReport {
+            counters: self.counters.clone(),
+            metrics: self.metrics.clone(),
+            instruction_mix: self.instruction_mix.unwrap_or(InstructionMix::UNAVAILABLE),
+            ..ProfileReport::failed(
+                Vendor::Rocm,
+                device,
+                self.kernels.clone(),
+                Some(self.duration_ms),
+                passes,
+                reason.to_string(),
+            )
         }
     }
 }
@@ -206,8 +200,8 @@ mod tests {
     use std::process::Command;
 
     use super::*;
+    use crate::profiling::{FreshDirError, ensure_fresh_dir};
     use crate::rocm::counter_groups::{CounterGroup, counter_pass_plan, parse_available_counters};
-    use crate::rocm::output_files::ensure_fresh_dir;
     use crate::rocm::rocprof_cli::{RocprofCapabilities, counter_pass_args, timing_pass_args};
 
     fn fake() -> PathBuf {
@@ -497,20 +491,11 @@ mod tests {
         );
         let counters = counters.unwrap();
         assert!(!counters.contains_key("WRITE_SIZE"));
-        let profile = RocmProfile::from_measurements(
-            &single(),
-            1.2,
-            counters,
-            Vec::new(),
-            &mi300x(),
-            "bf16",
-            RooflineThresholds::ROCM,
-        );
+        let profile = on_mi300x(&single(), 1.2, counters);
         assert_eq!(
-            profile.error.as_deref(),
+            profile.judged().err().map(ToString::to_string).as_deref(),
             Some("no roofline: counter WRITE_SIZE was not collected")
         );
-        assert!(profile.roofline.is_none());
     }
 
     /// The EA retry as the Profiler drives it: the attempts of the plan in order, the next one
@@ -615,7 +600,7 @@ mod tests {
         first.unwrap();
         assert!(matches!(
             ensure_fresh_dir(&dir),
-            Err(RocprofOutputError::DirNotFresh { .. })
+            Err(FreshDirError::NotFresh { .. })
         ));
         let (_, second) = Fake::new(&[("FAKE_ROCPROF_MODE", "no_csv")]).counter_pass(
             &temp.path().join("fetch_round2"),
@@ -760,6 +745,22 @@ mod tests {
         }
     }
 
+    /// What kactors makes of a bf16 call's measurements on an MI300X.
+    fn on_mi300x(
+        kernels: &KernelsUnderTest,
+        duration_ms: f64,
+        counters: BTreeMap<String, f64>,
+    ) -> RocmProfile {
+        RocmProfile::from_measurements(
+            kernels,
+            duration_ms,
+            counters,
+            &mi300x(),
+            "bf16",
+            RooflineThresholds::ROCM,
+        )
+    }
+
     /// Every pass of the plan against the fake, then the profile as `kactors profile --json`
     /// would print it.
     #[test]
@@ -788,17 +789,12 @@ mod tests {
             counters.extend(result.unwrap());
         }
         assert_eq!(counters.len(), 19, "{counters:?}");
-        let profile = RocmProfile::from_measurements(
-            &kernels,
-            timing.duration_ms,
-            counters,
-            passes,
-            &mi300x(),
-            "bf16",
-            RooflineThresholds::ROCM,
-        );
-        assert!(profile.is_ok(), "{:?}", profile.error);
-        let json = serde_json::to_value(&profile).unwrap();
+        let profile = on_mi300x(&kernels, timing.duration_ms, counters);
+        let (measured, _) = profile.judged().expect("a roofline");
+        let report = ProfileReport::measured(DeviceId(0), &measured, passes);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["ok"], true);
+        assert_eq!(json["platform"], "rocm");
         assert_eq!(json["kernels"], serde_json::json!(["matvec_kernel"]));
         assert_eq!(json["duration_ms"], 1.2);
         assert_eq!(json["counters"]["FETCH_SIZE"], 4194304.0);
@@ -819,31 +815,29 @@ mod tests {
     }
 
     #[test]
-    fn failed_profile_json() {
-        let profile = RocmProfile::failed(
-            Some(&single()),
-            Some(1.2),
-            vec![PassRecord {
-                counters: vec!["FETCH_SIZE".to_owned()],
-                exit: None,
-                killed: true,
-                seconds: 30.0,
-            }],
-            &RocmProfileError::Killed { seconds: 30.0 },
-        );
-        assert!(!profile.is_ok());
-        let json = serde_json::to_value(&profile).unwrap();
+    fn a_profile_without_a_roofline_fails_and_keeps_every_figure() {
+        let counters = BTreeMap::from([
+            ("FETCH_SIZE".to_owned(), 1024.0),
+            ("TCC_HIT_sum".to_owned(), 75.0),
+            ("TCC_MISS_sum".to_owned(), 25.0),
+        ]);
+        let profile = on_mi300x(&single(), 1.2, counters);
+        let reason = profile.judged().expect_err("no WRITE_SIZE, no roofline");
+        let report = profile.unjudged_report(DeviceId(1), Vec::new(), reason);
         assert_eq!(
-            json,
+            serde_json::to_value(&report).unwrap(),
             serde_json::json!({
+                "ok": false,
+                "platform": "rocm",
+                "device": 1,
                 "kernels": ["matvec_kernel"],
                 "duration_ms": 1.2,
-                "counters": {},
-                "metrics": {},
+                "counters": {"FETCH_SIZE": 1024.0, "TCC_HIT_sum": 75.0, "TCC_MISS_sum": 25.0},
+                "metrics": {"l2_hit_pct": 75.0},
                 "roofline": null,
                 "instruction_mix": {"valu_pct": null, "vmem_pct": null},
-                "passes": [{"counters": ["FETCH_SIZE"], "exit": null, "killed": true, "seconds": 30.0}],
-                "error": "rocprofv3 pass killed after 30.0 s, past its deadline"
+                "passes": [],
+                "error": "no roofline: counter WRITE_SIZE was not collected"
             })
         );
     }

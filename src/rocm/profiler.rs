@@ -9,23 +9,21 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use actors::model::DeviceId;
+use actors::model::{DeviceId, Vendor};
 use actors::ports::{KernelProfiler, LocalFuture, ProfileError, ProfileJob, ProfileSummary};
+use actors::profile::{InstructionMix, KernelProfile};
 use tokio::sync::OnceCell;
 
 use super::counter_groups::{CounterGroup, counter_pass_plan, parse_available_counters};
-use super::profile::{
-    PassRecord, RocmProfile, RocmProfileError, read_counter_pass, read_timing_pass,
-};
+use super::profile::{RocmProfile, RocmProfileError, read_counter_pass, read_timing_pass};
 use super::rocm_roofline::RocmPeaks;
 use super::rocprof_cli::{RocprofCapabilities, counter_pass_args, timing_pass_args};
 use super::selection::KernelsUnderTest;
 use crate::profiling::{
-    DeviceEnv, PassOutcome, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
-    ProfiledPlatform, ProfilerSetup, ReportRoofline, create_profile_dir, error_chain,
+    DeviceEnv, PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport,
+    ProfileTarget, ProfilerSetup, RooflineThresholds, create_profile_dir, error_chain,
     is_executable_file, read_kernels_out, roofline_analysis, run_pass, with_log_tail,
 };
-use crate::roofline::RooflineThresholds;
 
 const KERNELS_OUT: &str = "kernels.json";
 /// Where rocprofv3 is when ROCm is installed system-wide.
@@ -139,40 +137,46 @@ impl RocprofProfiler {
 
     pub async fn profile_target(&self, target: &ProfileTarget) -> ProfileOutcome {
         let mut progress = Progress::default();
-        let result = self.measure(target, &mut progress).await;
-        let profile = match result {
-            Ok(profile) => profile,
-            Err(reason) => RocmProfile::failed(
-                progress.kernels.as_ref(),
-                progress.duration_ms,
-                progress.passes,
-                &reason,
+        let (report, reason) = match self.measure(target, &mut progress).await {
+            Ok(profile) => match profile.judged() {
+                Ok((measured, evidence)) => {
+                    let analysis = analysis_of(&measured, evidence, self.peaks_of(target));
+                    return ProfileOutcome::measured(
+                        target.device,
+                        measured,
+                        analysis,
+                        progress.passes,
+                    );
+                }
+                Err(error) => (
+                    profile.unjudged_report(target.device, progress.passes, error),
+                    error.to_string(),
+                ),
+            },
+            Err(reason) => (
+                ProfileReport::failed(
+                    Vendor::Rocm,
+                    target.device,
+                    progress
+                        .kernels
+                        .map_or_else(Vec::new, |kernels| kernels.names().to_vec()),
+                    progress.duration_ms,
+                    progress.passes,
+                    reason.clone(),
+                ),
+                reason,
             ),
         };
-        let report = report_of(target.device, &profile);
-        match (&profile.error, &profile.roofline, profile.duration_ms) {
-            (None, Some(verdict), Some(duration_ms)) => {
-                let analysis = analysis_of(&profile, verdict, duration_ms, self.peaks_of(target));
-                ProfileOutcome::measured(report, verdict.bottleneck, analysis)
-            }
-            (error, _, _) => {
-                let reason = error
-                    .clone()
-                    .unwrap_or_else(|| "the profile has no roofline".to_string());
-                tracing::warn!(
-                    "rocprofv3 profile of {} on device {} failed: {reason}; profiling stops for \
-                     this run",
-                    target.label,
-                    target.device
-                );
-                let error = ProfileError::Unavailable(format!(
-                    "rocprofv3 profile of {} on device {} failed: {reason}; continuing on timing \
-                     alone",
-                    target.label, target.device
-                ));
-                ProfileOutcome::failed(report, error)
-            }
-        }
+        tracing::warn!(
+            "rocprofv3 profile of {} on device {} failed: {reason}; profiling stops for this run",
+            target.label,
+            target.device
+        );
+        let error = ProfileError::Unavailable(format!(
+            "rocprofv3 profile of {} on device {} failed: {reason}; continuing on timing alone",
+            target.label, target.device
+        ));
+        ProfileOutcome::failed(report, error)
     }
 
     fn peaks_of(&self, target: &ProfileTarget) -> Option<&RocmPeaks> {
@@ -225,7 +229,6 @@ impl RocprofProfiler {
             &kernels,
             duration_ms,
             counters,
-            std::mem::take(&mut progress.passes),
             &peaks,
             &self.settings.dtype,
             self.settings.thresholds,
@@ -502,36 +505,10 @@ async fn off_thread<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static
         .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
 }
 
-fn report_of(device: DeviceId, profile: &RocmProfile) -> ProfileReport {
-    ProfileReport {
-        ok: profile.is_ok(),
-        platform: ProfiledPlatform::Rocm,
-        device,
-        kernels: profile.kernels.clone(),
-        duration_ms: profile.duration_ms,
-        counters: profile.counters.clone(),
-        metrics: profile.metrics.clone(),
-        roofline: profile.roofline.as_ref().map(ReportRoofline::from),
-        instruction_mix: profile.instruction_mix,
-        passes: profile.passes.clone(),
-        error: profile.error.clone(),
-    }
-}
-
 /// The roofline sentences, then the measured bandwidth, the L2 hit rate and the instruction
 /// mix, each only where measured; the mix is named as what it is, never as a speed of light.
-fn analysis_of(
-    profile: &RocmProfile,
-    verdict: &crate::roofline::RooflineVerdict,
-    duration_ms: f64,
-    peaks: Option<&RocmPeaks>,
-) -> String {
-    let mut sentences = vec![roofline_analysis(
-        "rocprofv3",
-        &profile.kernels,
-        duration_ms,
-        verdict,
-    )];
+fn analysis_of(profile: &KernelProfile, evidence: &str, peaks: Option<&RocmPeaks>) -> String {
+    let mut sentences = vec![roofline_analysis("rocprofv3", profile, evidence)];
     if let (Some(achieved), Some(peaks)) = (profile.metrics.get("achieved_bandwidth_gbps"), peaks) {
         sentences.push(format!(
             "It moved data at {achieved:.0} GB/s against the device's {:.0} GB/s peak.",
@@ -541,10 +518,11 @@ fn analysis_of(
     if let Some(hit) = profile.metrics.get("l2_hit_pct") {
         sentences.push(format!("L2 hit rate {hit:.1}%."));
     }
-    if let (Some(valu), Some(vmem)) = (
-        profile.instruction_mix.valu_pct,
-        profile.instruction_mix.vmem_pct,
-    ) {
+    if let Some(InstructionMix {
+        valu_pct: Some(valu),
+        vmem_pct: Some(vmem),
+    }) = profile.instruction_mix
+    {
         sentences.push(format!(
             "Instruction mix (a share of issued instructions, not a speed of light): VALU \
              {valu:.1}%, VMEM {vmem:.1}%."

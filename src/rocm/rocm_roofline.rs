@@ -1,16 +1,16 @@
 //! The roofline of one ROCm profile: memory and compute speed of light from the measured
-//! call's counters and device time, judged by the shared [`crate::roofline::judge`].
+//! call's counters and device time, judged by the shared [`crate::profiling::judge`].
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use actors::profile::InstructionMix;
 
 use super::counter_groups::{
     FETCH_SIZE, MFMA_MOPS_BF16, MFMA_MOPS_F16, MFMA_MOPS_F32, MFMA_MOPS_F64, SQ_INSTS_LDS,
     SQ_INSTS_SALU, SQ_INSTS_VALU, SQ_INSTS_VMEM_RD, SQ_INSTS_VMEM_WR, TCC_HIT_SUM, TCC_MISS_SUM,
     WRITE_SIZE,
 };
-use crate::roofline::{RooflineThresholds, RooflineVerdict, judge};
+use crate::profiling::{RooflineThresholds, RooflineVerdict, judge};
 
 /// FETCH_SIZE and WRITE_SIZE are in KB of 1024 bytes (counter_defs.yaml divides by 1024).
 const BYTES_PER_SIZE_UNIT: f64 = 1024.0;
@@ -27,29 +27,13 @@ pub struct RocmPeaks {
     pub peak_tflops_by_dtype: BTreeMap<String, f64>,
 }
 
-/// Shares of the issued instructions that kactors counts (VALU, SALU, VMEM read and write,
-/// LDS; SMEM and branches are not collected). A mix, not a speed of light: it stays out of
-/// efficiency, at_roofline and best-kernel bookkeeping.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct InstructionMix {
-    pub valu_pct: Option<f64>,
-    pub vmem_pct: Option<f64>,
-}
-
-impl InstructionMix {
-    pub const UNAVAILABLE: Self = Self {
-        valu_pct: None,
-        vmem_pct: None,
-    };
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub struct RocmRoofline {
     pub verdict: RooflineVerdict,
-    pub instruction_mix: InstructionMix,
+    pub instruction_mix: Option<InstructionMix>,
 }
 
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum RooflineInputError {
     #[error("no roofline: counter {counter} was not collected")]
     MissingCounter { counter: &'static str },
@@ -92,9 +76,11 @@ pub fn rocm_roofline(
     })
 }
 
-/// VALU and VMEM (read + write) shares of the counted instructions, in percent; `None` unless
-/// every counted kind is present and some instruction was issued.
-pub fn instruction_mix(counters: &BTreeMap<String, f64>) -> InstructionMix {
+/// VALU and VMEM (read + write) shares of the instructions kactors counts (VALU, SALU, VMEM read
+/// and write, LDS; SMEM and branches are not collected), in percent; `None` unless every counted
+/// kind is present and some instruction was issued. A mix, not a speed of light: it stays out
+/// of efficiency, at_roofline and best-kernel bookkeeping.
+pub fn instruction_mix(counters: &BTreeMap<String, f64>) -> Option<InstructionMix> {
     let counted = [
         SQ_INSTS_VALU,
         SQ_INSTS_SALU,
@@ -103,14 +89,12 @@ pub fn instruction_mix(counters: &BTreeMap<String, f64>) -> InstructionMix {
         SQ_INSTS_LDS,
     ];
     let total: Option<f64> = counted.iter().map(|name| counters.get(*name)).sum();
-    let Some(total) = total.filter(|total| *total > 0.0) else {
-        return InstructionMix::UNAVAILABLE;
-    };
+    let total = total.filter(|total| *total > 0.0)?;
     let share = |value: f64| Some(value / total * 100.0);
-    InstructionMix {
+    Some(InstructionMix {
         valu_pct: share(counters[SQ_INSTS_VALU]),
         vmem_pct: share(counters[SQ_INSTS_VMEM_RD] + counters[SQ_INSTS_VMEM_WR]),
-    }
+    })
 }
 
 /// Derived figures for the profile's `metrics`, each only where its counters were collected:
@@ -181,7 +165,7 @@ fn mfma_mops_counter(dtype: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::roofline::Bottleneck;
+    use crate::profiling::Bottleneck;
 
     const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -223,16 +207,22 @@ mod tests {
             RooflineThresholds::ROCM,
         )
         .unwrap();
-        assert!((slow.verdict.memory_sol_pct - 33.8).abs() < 0.05);
-        assert!((fast.verdict.memory_sol_pct - 67.5).abs() < 0.05);
-        assert!(fast.verdict.memory_sol_pct > slow.verdict.memory_sol_pct);
+        assert!((slow.verdict.roofline.memory_sol_pct - 33.8).abs() < 0.05);
+        assert!((fast.verdict.roofline.memory_sol_pct - 67.5).abs() < 0.05);
+        assert!(fast.verdict.roofline.memory_sol_pct > slow.verdict.roofline.memory_sol_pct);
         assert_eq!(
-            slow.verdict.compute_sol_pct, None,
+            slow.verdict.roofline.compute_sol_pct, None,
             "no MOPS counter collected"
         );
-        assert!(matches!(slow.verdict.bottleneck, Bottleneck::Underutilized));
-        assert!(matches!(fast.verdict.bottleneck, Bottleneck::Memory));
-        assert!(!fast.verdict.at_roofline);
+        assert!(matches!(
+            slow.verdict.roofline.bottleneck,
+            Bottleneck::Underutilized
+        ));
+        assert!(matches!(
+            fast.verdict.roofline.bottleneck,
+            Bottleneck::Memory
+        ));
+        assert!(!fast.verdict.roofline.at_roofline);
     }
 
     #[test]
@@ -252,17 +242,20 @@ mod tests {
             RooflineThresholds::ROCM,
         )
         .unwrap();
-        let compute = roofline.verdict.compute_sol_pct.unwrap();
+        let compute = roofline.verdict.roofline.compute_sol_pct.unwrap();
         assert!((compute - 1000.0 / 1307.4 * 100.0).abs() < 1e-9);
-        assert!(matches!(roofline.verdict.bottleneck, Bottleneck::Compute));
-        assert_eq!(roofline.verdict.efficiency_pct, compute);
+        assert!(matches!(
+            roofline.verdict.roofline.bottleneck,
+            Bottleneck::Compute
+        ));
+        assert_eq!(roofline.verdict.roofline.efficiency_pct, compute);
 
         let no_peak =
             rocm_roofline(&measured, 1.0, &mi300x(), "fp32", RooflineThresholds::ROCM).unwrap();
-        assert_eq!(no_peak.verdict.compute_sol_pct, None);
+        assert_eq!(no_peak.verdict.roofline.compute_sol_pct, None);
         let unknown_dtype =
             rocm_roofline(&measured, 1.0, &mi300x(), "int4", RooflineThresholds::ROCM).unwrap();
-        assert_eq!(unknown_dtype.verdict.compute_sol_pct, None);
+        assert_eq!(unknown_dtype.verdict.roofline.compute_sol_pct, None);
     }
 
     #[test]
@@ -309,19 +302,19 @@ mod tests {
             rocm_roofline(&measured, 1.0, &mi300x(), "bf16", RooflineThresholds::ROCM).unwrap();
         assert_eq!(
             roofline.instruction_mix,
-            InstructionMix {
+            Some(InstructionMix {
                 valu_pct: Some(60.0),
                 vmem_pct: Some(25.0)
-            }
+            })
         );
         assert!(
-            roofline.verdict.efficiency_pct < 1.0,
+            roofline.verdict.roofline.efficiency_pct < 1.0,
             "the mix is not a SOL"
         );
 
         let mut partial = measured.clone();
         partial.remove(SQ_INSTS_LDS);
-        assert_eq!(instruction_mix(&partial), InstructionMix::UNAVAILABLE);
+        assert_eq!(instruction_mix(&partial), None);
     }
 
     #[test]

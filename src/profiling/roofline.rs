@@ -1,8 +1,9 @@
 //! The roofline verdict shared by the NVIDIA (Nsight Compute) and ROCm (rocprofv3) profiles:
 //! from the memory and compute speed-of-light percentages to a bottleneck and the sentence of
-//! evidence that goes into the optimization prompt.
+//! evidence that goes into the optimization prompt, and the prompt's sentences on a profile.
 
-use serde::Serialize;
+use actors::profile::KernelProfile;
+pub use actors::profile::{Bottleneck, Roofline};
 
 /// Where a kernel counts as done (at the roofline) and where as starved (underutilized), in
 /// percent of peak. Each vendor has its own marks because the two profilers compute their
@@ -25,23 +26,10 @@ impl RooflineThresholds {
     };
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Bottleneck {
-    Memory,
-    Compute,
-    Underutilized,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// The roofline's figures and why they mean what they mean.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RooflineVerdict {
-    pub bottleneck: Bottleneck,
-    pub memory_sol_pct: f64,
-    /// Absent where the profiler gave no compute figure (some rocprofv3 counter sets).
-    pub compute_sol_pct: Option<f64>,
-    /// The larger of the speed-of-light figures present: how close the kernel is to the roof.
-    pub efficiency_pct: f64,
-    pub at_roofline: bool,
+    pub roofline: Roofline,
     /// One sentence for the prompt naming the figures and thresholds that decided the verdict.
     pub evidence: String,
 }
@@ -96,13 +84,38 @@ pub fn judge(
         )
     };
     RooflineVerdict {
-        bottleneck,
-        memory_sol_pct,
-        compute_sol_pct,
-        efficiency_pct,
-        at_roofline,
+        roofline: Roofline {
+            bottleneck,
+            memory_sol_pct,
+            compute_sol_pct,
+            efficiency_pct,
+            at_roofline,
+        },
         evidence: format!("{reason}; {roof}."),
     }
+}
+
+/// The prompt's sentences on a profile's roofline, from its measured figures only: `profiler`
+/// names who measured it, `evidence` is its verdict's.
+pub fn roofline_analysis(profiler: &str, profile: &KernelProfile, evidence: &str) -> String {
+    let roofline = &profile.roofline;
+    let compute = match roofline.compute_sol_pct {
+        Some(compute) => format!("compute SOL {compute:.1}%"),
+        None => "compute SOL not measured".to_string(),
+    };
+    let roof = if roofline.at_roofline {
+        "at the roofline"
+    } else {
+        "not at the roofline"
+    };
+    format!(
+        "{profiler} profile of the measured call (kernels {}; {:.4} ms of device time): memory \
+         SOL {:.1}%, {compute}, efficiency {:.1}% of peak, {roof}. {evidence}",
+        profile.kernels.join(", "),
+        profile.duration_ms,
+        roofline.memory_sol_pct,
+        roofline.efficiency_pct,
+    )
 }
 
 #[cfg(test)]
@@ -118,7 +131,7 @@ mod tests {
         thresholds: RooflineThresholds,
         expected: (Bottleneck, f64, bool),
     ) {
-        let verdict = judge(memory, compute, thresholds);
+        let verdict = judge(memory, compute, thresholds).roofline;
         assert_eq!(
             (
                 verdict.bottleneck,
@@ -224,10 +237,39 @@ mod tests {
     }
 
     #[test]
-    fn bottleneck_serializes_in_snake_case() {
-        let json = |bottleneck| serde_json::to_string(&bottleneck).expect("a unit enum serializes");
-        assert_eq!(json(Bottleneck::Memory), "\"memory\"");
-        assert_eq!(json(Bottleneck::Compute), "\"compute\"");
-        assert_eq!(json(Bottleneck::Underutilized), "\"underutilized\"");
+    fn analysis_quotes_the_measured_figures_and_the_evidence() {
+        let profile = |kernels: &[&str], duration_ms, roofline| KernelProfile {
+            vendor: actors::model::Vendor::Nvidia,
+            kernels: kernels.iter().map(|name| name.to_string()).collect(),
+            duration_ms,
+            roofline,
+            counters: Default::default(),
+            metrics: Default::default(),
+            instruction_mix: None,
+        };
+        let verdict = judge(82.58, Some(5.68), N);
+        let text = roofline_analysis(
+            "Nsight Compute",
+            &profile(&["add_kernel"], 0.045568, verdict.roofline),
+            &verdict.evidence,
+        );
+        assert_eq!(
+            text,
+            "Nsight Compute profile of the measured call (kernels add_kernel; 0.0456 ms of device \
+             time): memory SOL 82.6%, compute SOL 5.7%, efficiency 82.6% of peak, not at the \
+             roofline. memory SOL 82.6% and compute SOL 5.7%: memory is the busier side, so the \
+             kernel is memory-bound; 82.6% of peak, under the 95% roofline mark."
+        );
+        let no_compute = judge(90.0, None, R);
+        let text = roofline_analysis(
+            "rocprofv3",
+            &profile(&["a", "b"], 1.2, no_compute.roofline),
+            &no_compute.evidence,
+        );
+        assert!(text.contains("kernels a, b; 1.2000 ms"), "{text}");
+        assert!(
+            text.contains("compute SOL not measured, efficiency 90.0% of peak, at the roofline."),
+            "{text}"
+        );
     }
 }

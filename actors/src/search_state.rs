@@ -218,6 +218,9 @@ struct Core {
     pace: Pace,
     exhausted: bool,
     budget_reached: Option<String>,
+    /// Why the search takes no more proposals though it could (a limit such as max_time): what
+    /// is in flight ends, then the run does.
+    stopping: Option<String>,
     /// Answers to requests for code, and the latest transport or server error of any request: a
     /// first round in which no request for code was answered ends the run.
     proposals_answered: u64,
@@ -260,6 +263,7 @@ impl SearchState {
                 pace: Pace::default(),
                 exhausted: false,
                 budget_reached: None,
+                stopping: None,
                 proposals_answered: 0,
                 llm_last_error: None,
                 best: None,
@@ -402,6 +406,16 @@ impl SearchState {
                 &mut out,
             ),
             Event::Stopped { reason } => core.finish(RunOutcome::Failed, reason.clone(), &mut out),
+            Event::LimitReached {
+                reason,
+                evaluations_cancelled,
+                ..
+            } => {
+                core.stopping.get_or_insert_with(|| reason.clone());
+                if *evaluations_cancelled {
+                    core.finish(RunOutcome::Completed, reason.clone(), &mut out);
+                }
+            }
             Event::RunFinished {
                 outcome, reason, ..
             } => {

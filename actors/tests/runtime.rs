@@ -501,6 +501,7 @@ fn beam(n: u32, m: u32, rounds: u32) -> SearchSettings {
         num_bottlenecks: m,
         max_rounds: rounds,
         max_no_improvement: None,
+        max_candidates: None,
     }
 }
 
@@ -946,6 +947,7 @@ fn greedy_stops_after_rounds_without_improvement() {
         num_bottlenecks: 1,
         max_rounds: 10,
         max_no_improvement: Some(2),
+        max_candidates: None,
     };
     let answers = vec![
         (now(), Ok("def kernel_function(): return 'ms=5'")),

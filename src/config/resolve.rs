@@ -105,6 +105,7 @@ impl RunSettings {
             num_bottlenecks: self.search.num_bottlenecks,
             max_rounds: self.search.max_rounds,
             max_no_improvement: self.search.max_no_improvement,
+            max_candidates: None,
         }
     }
 

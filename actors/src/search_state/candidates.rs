@@ -54,7 +54,7 @@ impl Core {
 
     /// Whether the provider can take no more requests for code.
     pub(super) fn llm_closed(&self) -> bool {
-        self.exhausted || self.budget_reached.is_some()
+        self.exhausted || self.budget_reached.is_some() || self.stopping.is_some()
     }
 
     /// What a reply that is not code (an analysis, a reflexion) means for the run.
@@ -153,7 +153,11 @@ impl Core {
                     out,
                 );
             }
-            ReplyOutcome::Failed | ReplyOutcome::Cancelled => {
+            // Requests are cancelled when the search stops taking proposals (a limit).
+            ReplyOutcome::Cancelled => {
+                unrefined("was cancelled".into()).unwrap_or(Resolution::NotProposed)
+            }
+            ReplyOutcome::Failed => {
                 let resolution = unrefined(format!("failed: {error}"))
                     .unwrap_or_else(|| Resolution::Failed(format!("the proposal failed: {error}")));
                 self.llm_last_error = Some(error);

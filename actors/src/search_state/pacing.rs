@@ -183,7 +183,9 @@ fn record_round_end(core: &Core, round: &Tally, out: &mut Out) {
 /// patience ran out after `stale_rounds` rounds without a faster kernel.
 fn stop_reason(core: &Core, stale_rounds: u32) -> Option<String> {
     let search = core.config.search;
-    if core.exhausted {
+    if let Some(reason) = &core.stopping {
+        Some(reason.clone())
+    } else if core.exhausted {
         Some("the llm provider has no more proposals".to_string())
     } else if let Some(reason) = core.budget_reached.clone() {
         Some(reason)
@@ -205,12 +207,13 @@ impl Rounds {
             .as_ref()
             .map(|beam| beam.members().iter().map(|k| k.id).collect())
             .unwrap_or_default();
-        let planned = plan_round(
+        let mut planned = plan_round(
             self.next_id,
             &parents,
             &core.config.search,
             &core.config.devices,
         );
+        planned.retain(|candidate| candidate.id.0 <= core.config.search.total_candidates());
         self.next_id += planned.len() as u64;
         self.round = Tally {
             number,
@@ -256,9 +259,10 @@ impl Rounds {
         {
             return core.finish(RunOutcome::Failed, reason, out);
         }
-        let max_rounds = core.config.search.max_rounds;
+        let search = core.config.search;
         let reason = stop_reason(core, stale_rounds).or_else(|| {
-            (round.number >= max_rounds).then(|| format!("max_rounds ({max_rounds}) reached"))
+            (round.number >= search.max_rounds || self.next_id > search.total_candidates())
+                .then(|| search.total_reason())
         });
         match reason {
             Some(reason) => core.finish(RunOutcome::Completed, reason, out),
@@ -332,7 +336,7 @@ impl Steady {
         }
         let reason = stop_reason(core, 0)
             .or_else(|| self.stopped.clone())
-            .unwrap_or_else(|| format!("max_rounds ({}) reached", core.config.search.max_rounds));
+            .unwrap_or_else(|| core.config.search.total_reason());
         core.finish(RunOutcome::Completed, reason, out);
     }
 

@@ -13,6 +13,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
             num_bottlenecks: m,
             max_rounds: rounds,
             max_no_improvement: None,
+            max_candidates: None,
         },
         pacing,
         devices: (0..devices).map(DeviceId).collect(),

@@ -18,5 +18,6 @@ pub mod profiler;
 pub mod report;
 pub mod search;
 pub mod search_state;
+pub mod supervision;
 pub mod supervisor;
 pub mod watchdog;

@@ -26,7 +26,7 @@ use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, SearchConfig, SearchState};
-use crate::supervisor::{ManagerDied, RunDone, Supervisor};
+use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 
 pub use crate::search_state::RECENT_LESSONS;
 
@@ -109,7 +109,7 @@ enum Input {
 /// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
 /// panicking handler ends the actor silently otherwise, and the run would hang.
 struct DeathNotice {
-    supervisor: Addr<Supervisor>,
+    supervisor: Recipient<ManagerDied>,
     armed: bool,
 }
 
@@ -126,7 +126,7 @@ impl Drop for DeathNotice {
 pub struct Manager {
     settings: ManagerSettings,
     state: SearchState,
-    supervisor: Addr<Supervisor>,
+    supervisor: SupervisorLink,
     workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
     broker: Addr<LlmBroker>,
     collector: Addr<Collector>,
@@ -140,7 +140,7 @@ pub struct Manager {
 impl Manager {
     pub fn new(
         settings: ManagerSettings,
-        supervisor: Addr<Supervisor>,
+        supervisor: SupervisorLink,
         workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
         broker: Addr<LlmBroker>,
         collector: Addr<Collector>,
@@ -148,7 +148,7 @@ impl Manager {
     ) -> Self {
         let state = SearchState::new(settings.search_config());
         let death_notice = DeathNotice {
-            supervisor: supervisor.clone(),
+            supervisor: supervisor.died.clone(),
             armed: true,
         };
         Manager {
@@ -351,7 +351,7 @@ impl Manager {
         if let Some(mut done) = self.done.take() {
             done.search = Some(self.state.clone());
             self.death_notice.armed = false;
-            self.supervisor.do_send(done);
+            self.supervisor.done.do_send(done);
         }
     }
 }

@@ -5,16 +5,47 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ProviderError, error_from_status, unreadable_reply};
+use super::attempt::{ProviderError, WireFormat, error_from_status, unreadable_reply};
 use super::request::{ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningRequest};
 
 pub const API_VERSION: &str = "2023-06-01";
 pub const MESSAGES_PATH: &str = "/v1/messages";
 
+/// The Messages API's wire format.
+#[derive(Debug)]
+pub struct Anthropic;
+
+impl WireFormat for Anthropic {
+    fn path(&self) -> &'static str {
+        MESSAGES_PATH
+    }
+
+    fn auth_header(&self, key: &str) -> (&'static str, String) {
+        ("x-api-key", key.to_string())
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", API_VERSION)]
+    }
+
+    fn build_body(&self, settings: &LlmSettings, request: &ChatRequest) -> Value {
+        build_body(settings, request)
+    }
+
+    fn parse_reply(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &str,
+    ) -> Result<ChatReply, ProviderError> {
+        parse_reply(status, headers, body)
+    }
+}
+
 /// The request body: max_tokens exactly as configured, temperature only when the settings
 /// send it, thinking or effort only when asked for and supported.
-pub fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
+fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
     let messages: Vec<Value> = request
         .messages
         .iter()
@@ -61,7 +92,7 @@ struct ContentBlock {
 
 /// Reads an answer: the text blocks in order (thinking blocks, which may come first, are
 /// skipped by type), truncated when the model stopped at max_tokens.
-pub fn parse_reply(
+fn parse_reply(
     status: StatusCode,
     headers: &HeaderMap,
     body: &str,
@@ -99,7 +130,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::llm::http::RetryCause;
+    use crate::llm::attempt::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 

@@ -6,11 +6,42 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ProviderError, error_from_status, unreadable_reply};
+use super::attempt::{ProviderError, WireFormat, error_from_status, unreadable_reply};
 use super::request::{ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningKind, ReasoningRequest};
 
 pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
+
+/// Chat Completions' wire format, OpenAI's and every compatible server's.
+#[derive(Debug)]
+pub struct OpenAi;
+
+impl WireFormat for OpenAi {
+    fn path(&self) -> &'static str {
+        CHAT_COMPLETIONS_PATH
+    }
+
+    fn auth_header(&self, key: &str) -> (&'static str, String) {
+        ("authorization", format!("Bearer {key}"))
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
+    fn build_body(&self, settings: &LlmSettings, request: &ChatRequest) -> Value {
+        build_body(settings, request)
+    }
+
+    fn parse_reply(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &str,
+    ) -> Result<ChatReply, ProviderError> {
+        parse_reply(status, headers, body)
+    }
+}
 
 /// OpenAI's reasoning models reject `max_tokens` and OpenAI deprecates it everywhere in
 /// favour of `max_completion_tokens`; OpenAI-compatible servers all know `max_tokens`.
@@ -24,7 +55,7 @@ fn max_tokens_field(settings: &LlmSettings) -> &'static str {
     }
 }
 
-pub fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
+fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
     let system =
         (!request.system.is_empty()).then(|| json!({"role": "system", "content": request.system}));
     let messages: Vec<Value> =
@@ -67,7 +98,7 @@ struct ChoiceMessage {
 }
 
 /// Reads the first choice; `finish_reason: "length"` means the answer hit the token limit.
-pub fn parse_reply(
+fn parse_reply(
     status: StatusCode,
     headers: &HeaderMap,
     body: &str,
@@ -98,7 +129,7 @@ pub fn parse_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::http::RetryCause;
+    use crate::llm::attempt::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 

@@ -8,6 +8,7 @@ mod fake_tools;
 mod lock;
 mod masks;
 mod nvidia;
+mod pin;
 mod provenance;
 mod rocm;
 mod select;
@@ -15,11 +16,12 @@ mod specs;
 mod tool;
 
 pub use device::{
-    Device, DeviceKind, DeviceReport, DeviceSelection, DevicesReport, Pin, SelectedVendor,
+    Device, DeviceKind, DeviceReport, DeviceSelection, DevicesReport, SelectedVendor,
 };
 pub use environment::HostEnvironment;
 pub use error::DeviceError;
 pub use lock::{DeviceLocks, GpuLock, LockedDevice, lock_devices};
+pub use pin::Pin;
 pub use provenance::{GpuState, gpu_state};
 pub use select::{DeviceRequest, PlatformRequest, select_devices};
 pub use specs::{GpuSpec, SpecMatch, Vendor, spec_by_name, spec_table};

@@ -14,7 +14,7 @@ mod pass;
 use std::collections::BTreeMap;
 use std::error::Error;
 use std::ffi::{OsStr, OsString};
-use std::io::{self, SeekFrom};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,24 +23,16 @@ use actors::model::DeviceId;
 use actors::ports::{ProfileError, ProfileJob, ProfileSummary};
 use actors::watchdog::{Watchdog, WatchdogClient};
 use serde::Serialize;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::time::Instant;
 
-use crate::process::{ChildEnv, child_environment};
+use crate::devices::Pin;
+use crate::process::{ChildEnv, log_tail};
 use crate::rocm::{InstructionMix, PassRecord};
 use crate::roofline::{Bottleneck, RooflineVerdict};
 use crate::signals::ProcessGroupSignaller;
 
 pub use command::{PlatformProfiler, profile_once};
 pub use pass::{PASS_LOG, PassError, PassOutcome, PassSpec, run_pass};
-
-/// The device pin of a child: variables to set and variables to remove, as the device module's
-/// pin for the device says.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeviceEnv {
-    pub set: BTreeMap<String, String>,
-    pub unset: Vec<String>,
-}
 
 /// What a run gives its profiler, whichever the vendor.
 #[derive(Clone)]
@@ -57,7 +49,7 @@ pub struct ProfilerSetup {
     /// kactors' own environment, read once (`std::env::vars_os()`): children get it stripped of
     /// credentials, and PATH is where the profilers are looked up.
     pub parent_env: Vec<(OsString, OsString)>,
-    pub pins: BTreeMap<DeviceId, DeviceEnv>,
+    pub pins: BTreeMap<DeviceId, Pin>,
     pub watchdog: WatchdogClient,
     /// The Watchdog's grace between SIGTERM and SIGKILL: a killed pass's process group is kept
     /// (its leader unreaped) until the SIGKILL has gone out.
@@ -77,7 +69,7 @@ impl ProfilerSetup {
             .map(|(_, value)| value.as_os_str())
     }
 
-    pub fn pin(&self, device: DeviceId) -> Result<&DeviceEnv, String> {
+    pub fn pin(&self, device: DeviceId) -> Result<&Pin, String> {
         self.pins.get(&device).ok_or_else(|| {
             format!("no device pin for device {device}: the run pins no worker to it")
         })
@@ -85,13 +77,8 @@ impl ProfilerSetup {
 
     /// A child's environment: kactors' own without credentials, then `extra`, then the device
     /// pin, which has the last word.
-    pub fn child_env(&self, pin: &DeviceEnv, extra: &[(&str, &str)]) -> ChildEnv {
-        let mut set: BTreeMap<String, String> = extra
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
-        set.extend(pin.set.clone());
-        child_environment(self.parent_env.iter().cloned(), &set, &pin.unset)
+    pub fn child_env(&self, pin: &Pin, extra: &[(&str, &str)]) -> ChildEnv {
+        pin.child_environment(self.parent_env.iter().cloned(), extra)
     }
 
     /// The Python that runs the wrapper, as the children's command lines name it.
@@ -355,34 +342,14 @@ pub fn error_chain(error: &dyn Error) -> String {
     message
 }
 
-/// How many lines of a child's log a failure message quotes.
-const TAIL_LINES: usize = 12;
-/// How much of the end of a log is read to find them.
-const TAIL_BYTES: u64 = 4096;
-
 /// `reason`, then the last lines of the log at `path`, if it has any.
 pub async fn with_log_tail(reason: &str, path: &Path) -> String {
     match log_tail(path).await {
-        Ok(tail) if !tail.is_empty() => format!("{reason}; {} ends: {tail}", path.display()),
+        Ok(tail) if !tail.is_empty() => {
+            format!("{reason}; {} ends: {}", path.display(), tail.join(" | "))
+        }
         _ => reason.to_string(),
     }
-}
-
-/// The last non-empty lines of a log, joined by " | ".
-async fn log_tail(path: &Path) -> io::Result<String> {
-    let mut file = tokio::fs::File::open(path).await?;
-    let length = file.metadata().await?.len();
-    file.seek(SeekFrom::Start(length.saturating_sub(TAIL_BYTES)))
-        .await?;
-    let mut end = Vec::new();
-    file.read_to_end(&mut end).await?;
-    let text = String::from_utf8_lossy(&end);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim_end)
-        .filter(|line| !line.is_empty())
-        .collect();
-    Ok(lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | "))
 }
 
 /// The names of the Triton kernels the wrapper's measured call launched (its `--kernels-out`).
@@ -620,12 +587,18 @@ mod tests {
     fn a_child_gets_the_pin_over_everything_and_no_credentials() {
         let setup = Setup::with_config(serde_json::Map::new());
         assert_eq!(setup.path_var(), Some(OsStr::new("/usr/bin:/bin")));
-        let pin = DeviceEnv {
-            set: BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), "1".to_string())]),
-            unset: vec!["HIP_VISIBLE_DEVICES".to_string()],
-        };
+        let pin = crate::devices::Device {
+            id: 1,
+            name: "NVIDIA H200".into(),
+            kind: crate::devices::DeviceKind::Nvidia {
+                uuid: "GPU-1".into(),
+                bus_id: "00000000:00:07.0".into(),
+            },
+            spec: None,
+        }
+        .pin();
         let env = setup.child_env(&pin, &[("LC_ALL", "C"), ("CUDA_VISIBLE_DEVICES", "7")]);
-        assert_eq!(env.get("CUDA_VISIBLE_DEVICES"), Some(OsStr::new("1")));
+        assert_eq!(env.get("CUDA_VISIBLE_DEVICES"), Some(OsStr::new("GPU-1")));
         assert_eq!(env.get("LC_ALL"), Some(OsStr::new("C")));
         assert_eq!(env.get("OPENAI_API_KEY"), None);
         assert_eq!(env.get("PATH"), Some(OsStr::new("/usr/bin:/bin")));

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::devices::{Device, DeviceKind, Pin, SelectedVendor};
+use crate::devices::{Device, DeviceKind, SelectedVendor};
 
 use super::probe::{Probe, ProbeRunner, text};
 use super::python::build_name;
@@ -19,8 +19,7 @@ pub(super) async fn device_check(
     device: &Device,
 ) -> CheckLine {
     let pin = device.pin();
-    let pin_text = pin_words(&pin);
-    let what = format!("device {} visible to torch under {pin_text}", device.id);
+    let what = format!("device {} visible to torch under {pin}", device.id);
     let probe = Probe::python(
         python,
         &["device"],
@@ -83,15 +82,6 @@ fn same_uuid(listed: &str, torch: &str) -> bool {
     };
     let listed = digits(listed);
     !listed.is_empty() && listed == digits(torch)
-}
-
-fn pin_words(pin: &Pin) -> String {
-    let set = pin
-        .set
-        .iter()
-        .map(|(name, value)| format!("{name}={value}"));
-    let unset = pin.unset.iter().map(|name| format!("-{name}"));
-    set.chain(unset).collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

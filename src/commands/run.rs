@@ -217,12 +217,6 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
             settings.strategy
         )));
     }
-    let device_ids: Vec<DeviceId> = devices
-        .selection
-        .devices
-        .iter()
-        .map(|d| DeviceId(d.id))
-        .collect();
     let vendor = devices.selection.vendor;
     let simulated = vendor == SelectedVendor::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
@@ -290,7 +284,8 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         manager: ManagerSettings {
             search,
             pacing: settings.pacing(max_inflight),
-            devices: device_ids,
+            // The devices the platform pinned: each worker's evaluator is made for its pin.
+            devices: platform.devices(),
             step_deadline: settings.test_timeout(match vendor {
                 SelectedVendor::Rocm => Some(crate::config::Vendor::Rocm),
                 SelectedVendor::Nvidia | SelectedVendor::Noop => {

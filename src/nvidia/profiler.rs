@@ -11,8 +11,9 @@ use actors::ports::{KernelProfiler, LocalFuture, ProfileError, ProfileJob, Profi
 use super::ncu::{KernelNames, NCU_ENV, NcuInvocation, ncu_command_args, resolve_ncu_bin};
 use super::ncu_csv::parse_ncu_csv;
 use super::profile::{NcuFailure, NvidiaProfile, is_permanent, summarize};
+use crate::devices::Pin;
 use crate::profiling::{
-    DeviceEnv, PassOutcome, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
+    PassOutcome, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
     ProfiledPlatform, ProfilerSetup, ReportRoofline, create_profile_dir, error_chain,
     is_executable_file, read_kernels_out, roofline_analysis, run_pass, with_log_tail,
 };
@@ -46,7 +47,7 @@ impl NcuProfileFailure {
 /// One profile's invariants: where it runs and what its invocations share.
 struct NcuRun<'a> {
     target: &'a ProfileTarget,
-    pin: &'a DeviceEnv,
+    pin: &'a Pin,
     profile_dir: PathBuf,
     /// Shared by the profile's invocations, so that only the first compiles.
     triton_cache: PathBuf,

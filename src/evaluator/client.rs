@@ -730,4 +730,67 @@ mod tests {
         assert_eq!(verdict.reason.as_deref(), Some(reason.as_str()));
         assert!(actors::model::is_tampering(&reason));
     }
+
+    /// The evaluator's log is read from its end, asynchronously, and whatever bytes a kernel
+    /// printed into it: a start failure still quotes its last lines.
+    #[test]
+    fn a_start_failure_quotes_the_end_of_the_log_whatever_was_printed_before() {
+        let temp = tempfile::tempdir().unwrap();
+        let script = temp.path().join("evaluator.sh");
+        std::fs::write(
+            &script,
+            "printf 'noise \\377\\376\\n'\necho 'ModuleNotFoundError: No module named torch'\nexit 2\n",
+        )
+        .unwrap();
+        let folder = temp.path().join("devices/0");
+        std::fs::create_dir_all(&folder).unwrap();
+        let setup = EvaluatorSetup {
+            python: PathBuf::from("/bin/sh"),
+            script,
+            kernel_dir: temp.path().to_path_buf(),
+            config: EvaluatorConfig {
+                allowlist: temp.path().join("allowlist.yaml"),
+                dtype: None,
+                atol: None,
+                rtol: None,
+                seeds: 3,
+                benchmark_warmup: 1,
+                benchmark_repeat: 1,
+                l2_flush_bytes: None,
+            },
+            startup_deadline: Duration::from_secs(30),
+            kill_grace: Duration::from_millis(200),
+        };
+        let pin = crate::devices::Device {
+            id: 0,
+            name: "noop".into(),
+            kind: crate::devices::DeviceKind::Noop,
+            spec: None,
+        }
+        .pin();
+        let job = EvalJob {
+            candidate: actors::model::CandidateId(1),
+            source: actors::model::KernelSource::new("def kernel_function(x):\n    return x\n"),
+            folder: temp.path().join("candidates/1"),
+            deadline: Duration::from_secs(30),
+        };
+        actix::System::new().block_on(async {
+            let watchdog = crate::profiling::standalone_watchdog(Duration::from_millis(200));
+            let mut evaluator =
+                PythonEvaluator::new(Rc::new(setup), DeviceSlot { folder, pin }, watchdog);
+            let Err(EvalError::Start(message)) = evaluator.verify(&job).await else {
+                panic!("a script that exits at once cannot start")
+            };
+            assert!(
+                message.starts_with("the evaluator exited before it was ready; the end of "),
+                "{message}"
+            );
+            assert!(
+                message.ends_with(
+                    ":\nnoise \u{FFFD}\u{FFFD}\nModuleNotFoundError: No module named torch"
+                ),
+                "{message}"
+            );
+        });
+    }
 }

@@ -16,7 +16,7 @@ use crate::config::RunSettings;
 use crate::devices::{DeviceKind, DeviceSelection, SelectedVendor};
 use crate::evaluator::protocol::EvaluatorConfig;
 use crate::evaluator::{
-    ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, PROFILE_WRAPPER,
+    ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, KERNEL_CALL, PROFILE_WRAPPER,
     PythonEvaluatorFactory,
 };
 use crate::noop::NoopEvaluatorFactory;
@@ -78,6 +78,8 @@ pub fn prepare(
     }
     let tools = run_root.join("tools");
     std::fs::create_dir_all(&tools)?;
+    // Both import kernel_call.py from their own folder: it must lie beside them.
+    write(&tools.join("kernel_call.py"), KERNEL_CALL)?;
     let script = write(&tools.join("evaluator.py"), EVALUATOR_SCRIPT)?;
     let wrapper = write(&tools.join("profile_wrapper.py"), PROFILE_WRAPPER)?;
     let allowlist = write(&tools.join("aten_allowlist.yaml"), ATEN_ALLOWLIST)?;
@@ -336,5 +338,44 @@ mod tests {
         };
         let prepared = prepare(temp.path(), &nvidia_settings(), &selection, temp.path()).unwrap();
         assert_eq!(prepared.devices(), [DeviceId(0), DeviceId(1)]);
+    }
+
+    /// Issue 12: the evaluator and the profiled wrapper import one module, kernel_call.py, from
+    /// their own folder; a run ships it beside them, and both start from there.
+    #[test]
+    fn the_evaluator_and_the_wrapper_find_kernel_call_beside_them() {
+        let temp = tempfile::tempdir().unwrap();
+        let selection = DeviceSelection {
+            vendor: SelectedVendor::Nvidia,
+            devices: vec![h200(0)],
+            warnings: vec![],
+        };
+        prepare(temp.path(), &nvidia_settings(), &selection, temp.path()).unwrap();
+        let tools = temp.path().join("tools");
+        assert_eq!(
+            std::fs::read_to_string(tools.join("kernel_call.py")).unwrap(),
+            KERNEL_CALL
+        );
+        let python = |args: &[&str]| {
+            std::process::Command::new("python3")
+                .current_dir(temp.path())
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let classified = python(&[
+            "tools/evaluator.py",
+            "--classify-ops",
+            "--allowlist",
+            "tools/aten_allowlist.yaml",
+            "aten.view.default",
+        ]);
+        assert!(classified.status.success(), "{classified:?}");
+        let help = python(&["tools/profile_wrapper.py", "--help"]);
+        assert!(help.status.success(), "{help:?}");
+        assert!(
+            !tools.join("__pycache__").exists(),
+            "neither writes bytecode beside itself"
+        );
     }
 }

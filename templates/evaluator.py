@@ -1441,7 +1441,7 @@ class Evaluator:
         for tensor in held:
             poison(tensor)
         held_storages = {storage_of(t) for t in held}
-        del result, inputs
+        del result, inputs, args, kwargs
         launched, aten_ops = [], []
         run_s = 0.0
         mutates, side_streams = False, False

@@ -285,18 +285,23 @@ mod tests {
         }
     }
 
+    /// The platform a run in `root` prepares for `devices` of `vendor`.
+    fn prepared(root: &Path, vendor: SelectedVendor, devices: Vec<Device>) -> PreparedPlatform {
+        let selection = DeviceSelection {
+            vendor,
+            devices,
+            warnings: vec![],
+        };
+        prepare(root, &nvidia_settings(), &selection, root).unwrap()
+    }
+
     /// Issue 12: a device and its pin travel together from the selection to the workers. The
     /// run's devices are those the platform pinned, and a device it pinned nothing to gets an
     /// evaluator that says so instead of a panic.
     #[test]
     fn the_workers_devices_are_the_devices_the_platform_pinned() {
         let temp = tempfile::tempdir().unwrap();
-        let selection = DeviceSelection {
-            vendor: SelectedVendor::Nvidia,
-            devices: vec![h200(3), h200(1)],
-            warnings: vec![],
-        };
-        let prepared = prepare(temp.path(), &nvidia_settings(), &selection, temp.path()).unwrap();
+        let prepared = prepared(temp.path(), SelectedVendor::Nvidia, vec![h200(3), h200(1)]);
         assert_eq!(prepared.devices(), [DeviceId(3), DeviceId(1)]);
         assert!(temp.path().join("devices/3").is_dir());
         assert!(temp.path().join("devices/1").is_dir());
@@ -331,12 +336,7 @@ mod tests {
             kind: DeviceKind::Noop,
             spec: None,
         };
-        let selection = DeviceSelection {
-            vendor: SelectedVendor::Noop,
-            devices: vec![noop(0), noop(1)],
-            warnings: vec![],
-        };
-        let prepared = prepare(temp.path(), &nvidia_settings(), &selection, temp.path()).unwrap();
+        let prepared = prepared(temp.path(), SelectedVendor::Noop, vec![noop(0), noop(1)]);
         assert_eq!(prepared.devices(), [DeviceId(0), DeviceId(1)]);
     }
 
@@ -345,12 +345,7 @@ mod tests {
     #[test]
     fn the_evaluator_and_the_wrapper_find_kernel_call_beside_them() {
         let temp = tempfile::tempdir().unwrap();
-        let selection = DeviceSelection {
-            vendor: SelectedVendor::Nvidia,
-            devices: vec![h200(0)],
-            warnings: vec![],
-        };
-        prepare(temp.path(), &nvidia_settings(), &selection, temp.path()).unwrap();
+        prepared(temp.path(), SelectedVendor::Nvidia, vec![h200(0)]);
         let tools = temp.path().join("tools");
         assert_eq!(
             std::fs::read_to_string(tools.join("kernel_call.py")).unwrap(),

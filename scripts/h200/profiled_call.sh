@@ -32,6 +32,22 @@ STARTED=$(date +%s)
 result() { echo "$1" >> "$RESULTS"; }
 # The last lines of a log, on one line, for a FAIL line.
 ends() { tail -n 4 "$1" 2>/dev/null | tr '\n' ' ' | cut -c1-400; }
+# kactors_step WHAT RECORD SECONDS STDOUT COMMAND...: `kactors COMMAND` on the candidate, within
+# SECONDS, kernel_call.py recording its calls to RECORD, stdout to STDOUT, stderr to
+# logs/WHAT.stderr; then its PASS or FAIL line.
+kactors_step() {
+    local what=$1 record=$2 seconds=$3 stdout=$4
+    shift 4
+    KACTORS_KERNEL_CALL_RECORD="$record" timeout -k 10 "$seconds" "$KACTORS" "$@" \
+        --strategy profiled_call --config-dir "$HERE" --kernel-dir "$WORK/kernel" \
+        > "$stdout" 2> "$LOGS/$what.stderr"
+    local status=$?
+    if [ "$status" = 0 ]; then
+        result "PASS kactors $what ended as planned (exit 0)"
+    else
+        result "FAIL kactors $what: exit $status; logs/$what.stderr: $(ends "$LOGS/$what.stderr")"
+    fi
+}
 finish() {
     echo "elapsed $(($(date +%s) - STARTED)) s"
     echo
@@ -55,15 +71,8 @@ cp -r "$HERE/kernel" "$WORK/kernel"
 rm -f "$OUT/run.calls.jsonl" "$OUT/profile.calls.jsonl"
 
 # 1. The run: verified by the evaluator, profiled through the wrapper.
-KACTORS_KERNEL_CALL_RECORD="$OUT/run.calls.jsonl" timeout -k 10 110 "$KACTORS" run \
-    --strategy profiled_call --config-dir "$HERE" --kernel-dir "$WORK/kernel" \
-    --run-dir "$WORK/runs" --json > "$LOGS/run.events.jsonl" 2> "$LOGS/run.stderr"
-status=$?
-if [ "$status" = 0 ]; then
-    result "PASS kactors run ended as planned (exit 0)"
-else
-    result "FAIL kactors run: exit $status; logs/run.stderr ends: $(ends "$LOGS/run.stderr")"
-fi
+kactors_step run "$OUT/run.calls.jsonl" 110 "$LOGS/run.events.jsonl" \
+    run --run-dir "$WORK/runs" --json
 run=$(ls -d "$WORK"/runs/*/ 2>/dev/null | head -1)
 if [ -n "$run" ]; then
     tar czf "$OUT/run.tgz" --exclude='triton-cache' --exclude='*.so' --exclude='*.cubin' \
@@ -74,15 +83,8 @@ else
 fi
 
 # 2. kactors profile: the wrapper alone, on the device the run has given back.
-KACTORS_KERNEL_CALL_RECORD="$OUT/profile.calls.jsonl" timeout -k 10 50 "$KACTORS" profile \
-    --strategy profiled_call --config-dir "$HERE" --kernel-dir "$WORK/kernel" \
-    --run-dir "$WORK/profile" --json > "$OUT/profile.json" 2> "$LOGS/profile.stderr"
-status=$?
-if [ "$status" = 0 ]; then
-    result "PASS kactors profile ended as planned (exit 0)"
-else
-    result "FAIL kactors profile: exit $status; logs/profile.stderr: $(ends "$LOGS/profile.stderr")"
-fi
+kactors_step profile "$OUT/profile.calls.jsonl" 50 "$OUT/profile.json" \
+    profile --run-dir "$WORK/profile" --json
 for log in "$WORK"/profile/*/profile/*/*.log "$run"devices/*/evaluator.log; do
     [ -f "$log" ] && cp "$log" "$LOGS/$(echo "${log#"$WORK"/}" | tr '/' '_')"
 done

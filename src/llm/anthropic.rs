@@ -29,50 +29,73 @@ impl WireFormat for Anthropic {
         &[("anthropic-version", API_VERSION)]
     }
 
+    /// The request body: max_tokens exactly as configured, temperature only when the settings
+    /// send it, thinking or effort only when asked for and supported.
     fn build_body(&self, settings: &LlmSettings, request: &ChatRequest) -> Value {
-        build_body(settings, request)
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .map(|message| json!({"role": message.role.wire_name(), "content": message.content}))
+            .collect();
+        let mut body = json!({
+            "model": settings.model,
+            "max_tokens": settings.max_tokens,
+            "messages": messages,
+        });
+        if !request.system.is_empty() {
+            body["system"] = json!(request.system);
+        }
+        if let Some(temperature) = settings.temperature_to_send() {
+            body["temperature"] = json!(temperature);
+        }
+        match settings.reasoning_to_send() {
+            Some(ReasoningRequest::AnthropicThinking { budget_tokens }) => {
+                body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+            }
+            Some(ReasoningRequest::AnthropicEffort { effort }) => {
+                body["thinking"] = json!({"type": "adaptive"});
+                body["output_config"] = json!({"effort": effort});
+            }
+            Some(ReasoningRequest::OpenAiEffort { .. }) | None => {}
+        }
+        body
     }
 
+    /// Reads an answer: the text blocks in order (thinking blocks, which may come first, are
+    /// skipped by type), truncated when the model stopped at max_tokens.
     fn parse_reply(
         &self,
         status: StatusCode,
         headers: &HeaderMap,
         body: &str,
     ) -> Result<ChatReply, ProviderError> {
-        parse_reply(status, headers, body)
-    }
-}
-
-/// The request body: max_tokens exactly as configured, temperature only when the settings
-/// send it, thinking or effort only when asked for and supported.
-fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
-    let messages: Vec<Value> = request
-        .messages
-        .iter()
-        .map(|message| json!({"role": message.role.wire_name(), "content": message.content}))
-        .collect();
-    let mut body = json!({
-        "model": settings.model,
-        "max_tokens": settings.max_tokens,
-        "messages": messages,
-    });
-    if !request.system.is_empty() {
-        body["system"] = json!(request.system);
-    }
-    if let Some(temperature) = settings.temperature_to_send() {
-        body["temperature"] = json!(temperature);
-    }
-    match settings.reasoning_to_send() {
-        Some(ReasoningRequest::AnthropicThinking { budget_tokens }) => {
-            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+        if !status.is_success() {
+            return Err(error_from_status(
+                Provider::Anthropic,
+                status,
+                headers,
+                body,
+            ));
         }
-        Some(ReasoningRequest::AnthropicEffort { effort }) => {
-            body["thinking"] = json!({"type": "adaptive"});
-            body["output_config"] = json!({"effort": effort});
-        }
-        Some(ReasoningRequest::OpenAiEffort { .. }) | None => {}
+        let response: MessageResponse = serde_json::from_str(body)
+            .map_err(|error| unreadable_reply(Provider::Anthropic, status, &error, body))?;
+        let text = response
+            .content
+            .iter()
+            .filter(|block| block.kind == "text")
+            .filter_map(|block| block.text.as_deref())
+            .collect::<Vec<_>>()
+            .concat();
+        let truncated = matches!(
+            response.stop_reason.as_deref(),
+            Some("max_tokens" | "model_context_window_exceeded")
+        );
+        Ok(ChatReply {
+            text,
+            truncated,
+            usage: reported_usage(response.usage.as_ref(), "input_tokens", "output_tokens"),
+        })
     }
-    body
 }
 
 #[derive(Debug, Deserialize)]
@@ -88,41 +111,6 @@ struct ContentBlock {
     #[serde(rename = "type")]
     kind: String,
     text: Option<String>,
-}
-
-/// Reads an answer: the text blocks in order (thinking blocks, which may come first, are
-/// skipped by type), truncated when the model stopped at max_tokens.
-fn parse_reply(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &str,
-) -> Result<ChatReply, ProviderError> {
-    if !status.is_success() {
-        return Err(error_from_status(
-            Provider::Anthropic,
-            status,
-            headers,
-            body,
-        ));
-    }
-    let response: MessageResponse = serde_json::from_str(body)
-        .map_err(|error| unreadable_reply(Provider::Anthropic, status, &error, body))?;
-    let text = response
-        .content
-        .iter()
-        .filter(|block| block.kind == "text")
-        .filter_map(|block| block.text.as_deref())
-        .collect::<Vec<_>>()
-        .concat();
-    let truncated = matches!(
-        response.stop_reason.as_deref(),
-        Some("max_tokens" | "model_context_window_exceeded")
-    );
-    Ok(ChatReply {
-        text,
-        truncated,
-        usage: reported_usage(response.usage.as_ref(), "input_tokens", "output_tokens"),
-    })
 }
 
 #[cfg(test)]
@@ -163,7 +151,7 @@ mod tests {
 
     #[test]
     fn body_carries_model_system_messages_and_max_tokens() {
-        let body = build_body(
+        let body = Anthropic.build_body(
             &settings(RawLlmConfig {
                 keys: LlmKeys {
                     max_tokens: Some(50_000),
@@ -195,7 +183,7 @@ mod tests {
         high_reasoning_effort: bool,
         expected: Value,
     ) {
-        let body = build_body(
+        let body = Anthropic.build_body(
             &settings(RawLlmConfig {
                 high_reasoning_effort,
                 keys: LlmKeys {
@@ -253,7 +241,7 @@ mod tests {
 
     #[test]
     fn empty_system_prompt_is_left_out() {
-        let body = build_body(
+        let body = Anthropic.build_body(
             &settings(model("claude-haiku-4-5")),
             &ChatRequest {
                 system: String::new(),
@@ -264,7 +252,7 @@ mod tests {
     }
 
     fn parse(status: u16, body: &str) -> Result<ChatReply, ProviderError> {
-        parse_reply(
+        Anthropic.parse_reply(
             StatusCode::from_u16(status).unwrap(),
             &HeaderMap::new(),
             body,
@@ -362,12 +350,13 @@ mod tests {
     fn rate_limit_reply_carries_retry_after() {
         let mut headers = HeaderMap::new();
         headers.insert("retry-after", "17".parse().unwrap());
-        let error = parse_reply(
-            StatusCode::TOO_MANY_REQUESTS,
-            &headers,
-            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
-        )
-        .unwrap_err();
+        let error = Anthropic
+            .parse_reply(
+                StatusCode::TOO_MANY_REQUESTS,
+                &headers,
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+            )
+            .unwrap_err();
         assert!(matches!(
             error,
             ProviderError::Retryable {

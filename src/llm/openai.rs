@@ -30,16 +30,56 @@ impl WireFormat for OpenAi {
     }
 
     fn build_body(&self, settings: &LlmSettings, request: &ChatRequest) -> Value {
-        build_body(settings, request)
+        let system = (!request.system.is_empty())
+            .then(|| json!({"role": "system", "content": request.system}));
+        let messages: Vec<Value> = system
+            .into_iter()
+            .chain(request.messages.iter().map(
+                |message| json!({"role": message.role.wire_name(), "content": message.content}),
+            ))
+            .collect();
+        let mut body = json!({
+            "model": settings.model,
+            "messages": messages,
+        });
+        body[max_tokens_field(settings)] = json!(settings.max_tokens);
+        if let Some(temperature) = settings.temperature_to_send() {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(ReasoningRequest::OpenAiEffort { effort }) = settings.reasoning_to_send() {
+            body["reasoning_effort"] = json!(effort);
+        }
+        body
     }
 
+    /// Reads the first choice; `finish_reason: "length"` means the answer hit the token limit.
     fn parse_reply(
         &self,
         status: StatusCode,
         headers: &HeaderMap,
         body: &str,
     ) -> Result<ChatReply, ProviderError> {
-        parse_reply(status, headers, body)
+        if !status.is_success() {
+            return Err(error_from_status(Provider::OpenAi, status, headers, body));
+        }
+        let response: CompletionResponse = serde_json::from_str(body)
+            .map_err(|error| unreadable_reply(Provider::OpenAi, status, &error, body))?;
+        let Some(choice) = response.choices.into_iter().next() else {
+            return Err(ProviderError::Fatal {
+                provider: Provider::OpenAi,
+                status: Some(status.as_u16()),
+                message: "reply has no choices".to_string(),
+            });
+        };
+        Ok(ChatReply {
+            text: choice.message.content.unwrap_or_default(),
+            truncated: choice.finish_reason.as_deref() == Some("length"),
+            usage: reported_usage(
+                response.usage.as_ref(),
+                "prompt_tokens",
+                "completion_tokens",
+            ),
+        })
     }
 }
 
@@ -53,30 +93,6 @@ fn max_tokens_field(settings: &LlmSettings) -> &'static str {
     } else {
         "max_tokens"
     }
-}
-
-fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
-    let system =
-        (!request.system.is_empty()).then(|| json!({"role": "system", "content": request.system}));
-    let messages: Vec<Value> =
-        system
-            .into_iter()
-            .chain(request.messages.iter().map(
-                |message| json!({"role": message.role.wire_name(), "content": message.content}),
-            ))
-            .collect();
-    let mut body = json!({
-        "model": settings.model,
-        "messages": messages,
-    });
-    body[max_tokens_field(settings)] = json!(settings.max_tokens);
-    if let Some(temperature) = settings.temperature_to_send() {
-        body["temperature"] = json!(temperature);
-    }
-    if let Some(ReasoningRequest::OpenAiEffort { effort }) = settings.reasoning_to_send() {
-        body["reasoning_effort"] = json!(effort);
-    }
-    body
 }
 
 #[derive(Debug, Deserialize)]
@@ -95,35 +111,6 @@ struct Choice {
 #[derive(Debug, Deserialize)]
 struct ChoiceMessage {
     content: Option<String>,
-}
-
-/// Reads the first choice; `finish_reason: "length"` means the answer hit the token limit.
-fn parse_reply(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &str,
-) -> Result<ChatReply, ProviderError> {
-    if !status.is_success() {
-        return Err(error_from_status(Provider::OpenAi, status, headers, body));
-    }
-    let response: CompletionResponse = serde_json::from_str(body)
-        .map_err(|error| unreadable_reply(Provider::OpenAi, status, &error, body))?;
-    let Some(choice) = response.choices.into_iter().next() else {
-        return Err(ProviderError::Fatal {
-            provider: Provider::OpenAi,
-            status: Some(status.as_u16()),
-            message: "reply has no choices".to_string(),
-        });
-    };
-    Ok(ChatReply {
-        text: choice.message.content.unwrap_or_default(),
-        truncated: choice.finish_reason.as_deref() == Some("length"),
-        usage: reported_usage(
-            response.usage.as_ref(),
-            "prompt_tokens",
-            "completion_tokens",
-        ),
-    })
 }
 
 #[cfg(test)]
@@ -158,7 +145,7 @@ mod tests {
 
     #[test]
     fn reasoning_model_body() {
-        let body = build_body(
+        let body = OpenAi.build_body(
             &settings(RawLlmConfig {
                 high_reasoning_effort: true,
                 keys: LlmKeys {
@@ -186,14 +173,14 @@ mod tests {
 
     #[test]
     fn reasoning_effort_only_when_asked() {
-        let body = build_body(&settings(model("o4-mini")), &request());
+        let body = OpenAi.build_body(&settings(model("o4-mini")), &request());
         assert!(body.get("reasoning_effort").is_none());
         assert!(body.get("temperature").is_none());
     }
 
     #[test]
     fn classic_model_body_sends_temperature_once() {
-        let body = build_body(
+        let body = OpenAi.build_body(
             &settings(RawLlmConfig {
                 high_reasoning_effort: true,
                 keys: LlmKeys {
@@ -213,7 +200,7 @@ mod tests {
 
     #[test]
     fn compatible_server_body_uses_max_tokens() {
-        let body = build_body(
+        let body = OpenAi.build_body(
             &settings(RawLlmConfig {
                 keys: LlmKeys {
                     base_url: Some("http://127.0.0.1:8000/v1".to_string()),
@@ -231,7 +218,7 @@ mod tests {
     }
 
     fn parse(status: u16, body: &str) -> Result<ChatReply, ProviderError> {
-        parse_reply(
+        OpenAi.parse_reply(
             StatusCode::from_u16(status).unwrap(),
             &HeaderMap::new(),
             body,

@@ -3,10 +3,12 @@
 
     profile_wrapper.py --kernel-dir DIR --candidate PATH --kernels-out FILE --config JSON
 
-It imports the candidate, builds the problem's inputs on the device, calls kernel_function a few
-times to warm up (Triton compiles and autotunes here), synchronizes, then makes one measured
-call between torch.cuda.profiler.start() and stop(), synchronizing inside the marks so the
-measured call's kernels all run between them. ncu runs with --profile-from-start off and sees
+It imports the candidate, builds the problem's model and inputs on the device (each seeded with
+`seed`: with kactors' 0, the model and the inputs of the evaluator's first draw) and binds
+kernel_function's parameters as the evaluator does (kernel_call.py, beside this file: both call
+a candidate through it), calls kernel_function a few times to warm up (Triton compiles and
+autotunes here), synchronizes, then makes one measured call between torch.cuda.profiler.start()
+and stop(), synchronizing inside the marks so the measured call's kernels all run between them. ncu runs with --profile-from-start off and sees
 only that call. On ROCm the marks do nothing; rocprofv3 traces everything and kactors selects
 the measured call's dispatches, which are the process's last ones: nothing runs on the GPU
 after the measured call.

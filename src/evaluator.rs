@@ -11,3 +11,5 @@ pub use client::{DeviceSlot, EvaluatorSetup, PythonEvaluator, PythonEvaluatorFac
 pub const EVALUATOR_SCRIPT: &str = include_str!("../templates/evaluator.py");
 pub const ATEN_ALLOWLIST: &str = include_str!("../data/aten_allowlist.yaml");
 pub const PROFILE_WRAPPER: &str = include_str!("../templates/profile_wrapper.py");
+/// How both of them load, bind and call a candidate's kernel_function; written beside them.
+pub const KERNEL_CALL: &str = include_str!("../templates/kernel_call.py");

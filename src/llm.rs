@@ -2,6 +2,7 @@
 //! The LlmBroker actor drives it; nothing here holds actor state.
 
 pub mod anthropic;
+mod attempt;
 mod code;
 mod http;
 mod limits;
@@ -9,20 +10,21 @@ pub mod openai;
 mod port;
 mod request;
 mod retry;
+mod retry_after;
 mod settings;
 mod window;
 
+pub use attempt::{ChatProvider, ProviderError, RetryCause, WireFormat};
 pub use code::extract_kernel_code;
-pub use http::{ChatProvider, HttpProvider, HttpProviderError, ProviderError, RetryCause};
+pub use http::{HttpProvider, HttpProviderError};
 pub use limits::{
     Budget, BudgetRefusal, RateLimiter, RequestCost, Reservation, SpendTotals, TokenEstimator,
     UsageSource,
 };
 pub use port::HttpLlm;
 pub use request::{ChatMessage, ChatReply, ChatRequest, RequestKind, Role, Usage};
-pub use retry::{
-    Answered, Exhausted, RetryPolicy, parse_retry_after, random_unit, send_with_retries,
-};
+pub use retry::{Answered, Exhausted, RetryPolicy, random_unit, send_with_retries};
+pub use retry_after::parse_retry_after;
 pub use settings::{
     ApiKey, LlmConfigError, LlmConfigWarning, LlmKeys, LlmSettings, ModelCapability, ModelTable,
     ModelTableError, Price, Provider, RawLlmConfig, RawPrice, ReasoningKind, ReasoningRequest,

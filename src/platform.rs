@@ -16,13 +16,13 @@ use crate::config::RunSettings;
 use crate::devices::{DeviceKind, DeviceSelection};
 use crate::evaluator::protocol::EvaluatorConfig;
 use crate::evaluator::{
-    ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, PROFILE_WRAPPER,
+    ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, KERNEL_CALL, PROFILE_WRAPPER,
     PythonEvaluatorFactory,
 };
 use crate::noop::NoopEvaluatorFactory;
 use crate::nvidia::NcuProfiler;
 use crate::platform_profiler::PlatformProfiler;
-use crate::profiling::{DeviceEnv, ProfilerSetup, RooflineThresholds};
+use crate::profiling::{ProfilerSetup, RooflineThresholds};
 use crate::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
 use crate::vendor::{Platform, Vendor};
 
@@ -31,13 +31,17 @@ use crate::vendor::{Platform, Vendor};
 const EVALUATOR_STARTUP_DEADLINE: Duration = Duration::from_secs(300);
 
 pub enum PreparedPlatform {
-    Noop { eval_time: Duration },
+    Noop {
+        eval_time: Duration,
+        devices: Vec<DeviceId>,
+    },
     Gpu(Box<GpuPlatform>),
 }
 
 pub struct GpuPlatform {
     evaluator: EvaluatorSetup,
-    slots: BTreeMap<DeviceId, DeviceSlot>,
+    /// One per device, in the selection's order: the devices a run's workers are pinned to.
+    slots: Vec<DeviceSlot>,
     profiler: Option<ProfilerPlan>,
 }
 
@@ -66,26 +70,26 @@ pub fn prepare(
     let Platform::Vendor(vendor) = selection.platform else {
         return Ok(PreparedPlatform::Noop {
             eval_time: Duration::from_secs_f64(settings.noop_eval_s),
+            devices: selection
+                .devices
+                .iter()
+                .map(|device| device.pin().device())
+                .collect(),
         });
     };
     let tools = run_root.join("tools");
     std::fs::create_dir_all(&tools)?;
+    // Both import kernel_call.py from their own folder: it must lie beside them.
+    write(&tools.join("kernel_call.py"), KERNEL_CALL)?;
     let script = write(&tools.join("evaluator.py"), EVALUATOR_SCRIPT)?;
     let wrapper = write(&tools.join("profile_wrapper.py"), PROFILE_WRAPPER)?;
     let allowlist = write(&tools.join("aten_allowlist.yaml"), ATEN_ALLOWLIST)?;
-    let mut slots = BTreeMap::new();
+    let mut slots = Vec::new();
     for device in &selection.devices {
-        let folder = run_root.join("devices").join(device.id.to_string());
-        std::fs::create_dir_all(&folder)?;
         let pin = device.pin();
-        slots.insert(
-            DeviceId(device.id),
-            DeviceSlot {
-                folder,
-                set: pin.set,
-                unset: pin.unset,
-            },
-        );
+        let folder = run_root.join("devices").join(pin.device().to_string());
+        std::fs::create_dir_all(&folder)?;
+        slots.push(DeviceSlot { folder, pin });
     }
     let kernel_dir = std::path::absolute(kernel_dir)?;
     let setup = EvaluatorSetup {
@@ -150,13 +154,22 @@ impl PreparedPlatform {
         matches!(self, PreparedPlatform::Noop { .. })
     }
 
+    /// The devices the run's workers are pinned to, in the selection's order: the evaluators
+    /// and the profiler are made for exactly these.
+    pub fn devices(&self) -> Vec<DeviceId> {
+        match self {
+            PreparedPlatform::Noop { devices, .. } => devices.clone(),
+            PreparedPlatform::Gpu(gpu) => gpu.slots.iter().map(|slot| slot.pin.device()).collect(),
+        }
+    }
+
     /// The evaluators and the profiler, once the Watchdog exists.
     pub fn work_ports(
         self,
         watchdog: WatchdogClient,
     ) -> (Rc<dyn EvaluatorFactory>, Option<Rc<dyn KernelProfiler>>) {
         match self {
-            PreparedPlatform::Noop { eval_time } => {
+            PreparedPlatform::Noop { eval_time, .. } => {
                 (Rc::new(NoopEvaluatorFactory { eval_time }), None)
             }
             PreparedPlatform::Gpu(gpu) => {
@@ -174,7 +187,7 @@ impl PreparedPlatform {
                     profiler
                 });
                 (
-                    Rc::new(PythonEvaluatorFactory::new(evaluator, slots, watchdog)),
+                    Rc::new(PythonEvaluatorFactory::new(evaluator, &slots, watchdog)),
                     profiler,
                 )
             }
@@ -203,20 +216,12 @@ impl ProfilerPlan {
     fn build(
         self,
         evaluator: &EvaluatorSetup,
-        slots: &BTreeMap<DeviceId, DeviceSlot>,
+        slots: &[DeviceSlot],
         watchdog: WatchdogClient,
     ) -> PlatformProfiler {
         let pins = slots
             .iter()
-            .map(|(device, slot)| {
-                (
-                    *device,
-                    DeviceEnv {
-                        set: slot.set.clone(),
-                        unset: slot.unset.clone(),
-                    },
-                )
-            })
+            .map(|slot| (slot.pin.device(), slot.pin.clone()))
             .collect();
         let mut wrapper_config = serde_json::Map::new();
         wrapper_config.insert("warmup_calls".into(), 3.into());
@@ -241,5 +246,136 @@ impl ProfilerPlan {
                 PlatformProfiler::Nvidia(Rc::new(NcuProfiler::new(setup, self.ncu_bin_path)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use actors::model::{CandidateId, KernelSource};
+    use actors::ports::{EvalError, EvalJob};
+
+    use super::*;
+    use crate::config::{CliOverrides, StrategyFile, StrategySource, parse_config, resolve};
+    use crate::devices::Device;
+    use crate::profiling::standalone_watchdog;
+
+    fn nvidia_settings() -> RunSettings {
+        let text = "platform: nvidia\n";
+        let file = StrategyFile {
+            name: "t".into(),
+            source: StrategySource::File("/cfg/t.yaml".into()),
+            text: text.into(),
+        };
+        resolve(
+            &file,
+            &parse_config("t.yaml", text).unwrap(),
+            &CliOverrides::default(),
+        )
+        .unwrap()
+    }
+
+    fn h200(id: u32) -> Device {
+        Device {
+            id,
+            name: "NVIDIA H200".into(),
+            kind: DeviceKind::Nvidia {
+                uuid: format!("GPU-{id}"),
+                bus_id: format!("00000000:00:0{id}.0"),
+            },
+            spec: None,
+        }
+    }
+
+    /// The platform a run in `root` prepares for `devices` of `platform`.
+    fn prepared(root: &Path, platform: Platform, devices: Vec<Device>) -> PreparedPlatform {
+        let selection = DeviceSelection {
+            platform,
+            devices,
+            warnings: vec![],
+        };
+        prepare(root, &nvidia_settings(), &selection, root).unwrap()
+    }
+
+    /// Issue 12: a device and its pin travel together from the selection to the workers. The
+    /// run's devices are those the platform pinned, and a device it pinned nothing to gets an
+    /// evaluator that says so instead of a panic.
+    #[test]
+    fn the_workers_devices_are_the_devices_the_platform_pinned() {
+        let temp = tempfile::tempdir().unwrap();
+        let prepared = prepared(
+            temp.path(),
+            Platform::Vendor(Vendor::Nvidia),
+            vec![h200(3), h200(1)],
+        );
+        assert_eq!(prepared.devices(), [DeviceId(3), DeviceId(1)]);
+        assert!(temp.path().join("devices/3").is_dir());
+        assert!(temp.path().join("devices/1").is_dir());
+        actix::System::new().block_on(async {
+            let (evaluators, _) = prepared.work_ports(standalone_watchdog(Duration::from_secs(1)));
+            let job = EvalJob {
+                candidate: CandidateId(1),
+                source: KernelSource::new("def kernel_function(x):\n    return x\n"),
+                folder: temp.path().join("candidates/1"),
+                deadline: Duration::from_secs(1),
+            };
+            let error = evaluators
+                .start(DeviceId(0))
+                .verify(&job)
+                .await
+                .unwrap_err();
+            assert_eq!(
+                error,
+                EvalError::Start(
+                    "no device pin for device 0: the run pins no worker to it".to_string()
+                )
+            );
+        });
+    }
+
+    #[test]
+    fn the_noop_platforms_devices_are_the_selections() {
+        let temp = tempfile::tempdir().unwrap();
+        let noop = |id| Device {
+            id,
+            name: "noop".into(),
+            kind: DeviceKind::Noop,
+            spec: None,
+        };
+        let prepared = prepared(temp.path(), Platform::Noop, vec![noop(0), noop(1)]);
+        assert_eq!(prepared.devices(), [DeviceId(0), DeviceId(1)]);
+    }
+
+    /// Issue 12: the evaluator and the profiled wrapper import one module, kernel_call.py, from
+    /// their own folder; a run ships it beside them, and both start from there.
+    #[test]
+    fn the_evaluator_and_the_wrapper_find_kernel_call_beside_them() {
+        let temp = tempfile::tempdir().unwrap();
+        prepared(temp.path(), Platform::Vendor(Vendor::Nvidia), vec![h200(0)]);
+        let tools = temp.path().join("tools");
+        assert_eq!(
+            std::fs::read_to_string(tools.join("kernel_call.py")).unwrap(),
+            KERNEL_CALL
+        );
+        let python = |args: &[&str]| {
+            std::process::Command::new("python3")
+                .current_dir(temp.path())
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let classified = python(&[
+            "tools/evaluator.py",
+            "--classify-ops",
+            "--allowlist",
+            "tools/aten_allowlist.yaml",
+            "aten.view.default",
+        ]);
+        assert!(classified.status.success(), "{classified:?}");
+        let help = python(&["tools/profile_wrapper.py", "--help"]);
+        assert!(help.status.success(), "{help:?}");
+        assert!(
+            !tools.join("__pycache__").exists(),
+            "neither writes bytecode beside itself"
+        );
     }
 }

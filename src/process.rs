@@ -14,6 +14,7 @@
 mod environment;
 mod group;
 mod leak;
+mod log_tail;
 mod protocol;
 mod spawn;
 mod terminate;
@@ -24,6 +25,7 @@ pub(crate) mod test_support;
 pub use environment::{ChildEnv, child_environment, may_carry_credential};
 pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
+pub use log_tail::log_tail;
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
 pub use spawn::{ChildSpec, RunningChild, SpawnError, spawn};
 pub use terminate::{

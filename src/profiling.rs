@@ -28,7 +28,8 @@ use actors::ports::ProfileJob;
 use actors::watchdog::{Watchdog, WatchdogClient};
 use tokio::time::Instant;
 
-use crate::process::{ChildEnv, child_environment};
+use crate::devices::Pin;
+use crate::process::ChildEnv;
 use crate::signals::ProcessGroupSignaller;
 
 pub use outputs::{
@@ -42,14 +43,6 @@ pub use report::{ProfileOutcome, ProfileReport};
 pub use roofline::{
     Bottleneck, Roofline, RooflineThresholds, RooflineVerdict, judge, roofline_analysis,
 };
-
-/// The device pin of a child: variables to set and variables to remove, as the device module's
-/// pin for the device says.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct DeviceEnv {
-    pub set: BTreeMap<String, String>,
-    pub unset: Vec<String>,
-}
 
 /// What a run gives its profiler, whichever the vendor.
 #[derive(Clone)]
@@ -66,7 +59,7 @@ pub struct ProfilerSetup {
     /// kactors' own environment, read once (`std::env::vars_os()`): children get it stripped of
     /// credentials, and PATH is where the profilers are looked up.
     pub parent_env: Vec<(OsString, OsString)>,
-    pub pins: BTreeMap<DeviceId, DeviceEnv>,
+    pub pins: BTreeMap<DeviceId, Pin>,
     pub watchdog: WatchdogClient,
     /// The Watchdog's grace between SIGTERM and SIGKILL: a killed pass's process group is kept
     /// (its leader unreaped) until the SIGKILL has gone out.
@@ -86,7 +79,7 @@ impl ProfilerSetup {
             .map(|(_, value)| value.as_os_str())
     }
 
-    pub fn pin(&self, device: DeviceId) -> Result<&DeviceEnv, String> {
+    pub fn pin(&self, device: DeviceId) -> Result<&Pin, String> {
         self.pins.get(&device).ok_or_else(|| {
             format!("no device pin for device {device}: the run pins no worker to it")
         })
@@ -94,13 +87,8 @@ impl ProfilerSetup {
 
     /// A child's environment: kactors' own without credentials, then `extra`, then the device
     /// pin, which has the last word.
-    pub fn child_env(&self, pin: &DeviceEnv, extra: &[(&str, &str)]) -> ChildEnv {
-        let mut set: BTreeMap<String, String> = extra
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect();
-        set.extend(pin.set.clone());
-        child_environment(self.parent_env.iter().cloned(), &set, &pin.unset)
+    pub fn child_env(&self, pin: &Pin, extra: &[(&str, &str)]) -> ChildEnv {
+        pin.child_environment(self.parent_env.iter().cloned(), extra)
     }
 
     /// The Python that runs the wrapper, as the children's command lines name it.
@@ -316,12 +304,18 @@ mod tests {
     fn a_child_gets_the_pin_over_everything_and_no_credentials() {
         let setup = Setup::with_config(serde_json::Map::new());
         assert_eq!(setup.path_var(), Some(OsStr::new("/usr/bin:/bin")));
-        let pin = DeviceEnv {
-            set: BTreeMap::from([("CUDA_VISIBLE_DEVICES".to_string(), "1".to_string())]),
-            unset: vec!["HIP_VISIBLE_DEVICES".to_string()],
-        };
+        let pin = crate::devices::Device {
+            id: 1,
+            name: "NVIDIA H200".into(),
+            kind: crate::devices::DeviceKind::Nvidia {
+                uuid: "GPU-1".into(),
+                bus_id: "00000000:00:07.0".into(),
+            },
+            spec: None,
+        }
+        .pin();
         let env = setup.child_env(&pin, &[("LC_ALL", "C"), ("CUDA_VISIBLE_DEVICES", "7")]);
-        assert_eq!(env.get("CUDA_VISIBLE_DEVICES"), Some(OsStr::new("1")));
+        assert_eq!(env.get("CUDA_VISIBLE_DEVICES"), Some(OsStr::new("GPU-1")));
         assert_eq!(env.get("LC_ALL"), Some(OsStr::new("C")));
         assert_eq!(env.get("OPENAI_API_KEY"), None);
         assert_eq!(env.get("PATH"), Some(OsStr::new("/usr/bin:/bin")));

@@ -25,6 +25,10 @@ rejection that is not a plain wrong answer, a sticky device error or a crash; th
 forks a fresh child (about a second) and sends kactors its `ready`. Nothing a candidate does
 outlives its own evaluation.
 
+How a candidate's module is loaded, its Triton launches seen, the problem's model and inputs
+drawn and kernel_function's parameters bound is kernel_call.py's, beside this file, which the
+profiled wrapper imports too: a candidate is profiled with the arguments it was verified with.
+
 `evaluator.py --classify-ops --allowlist FILE OP...` prints which aten operation names the
 allowlist accepts, without importing torch: the allowlist logic is tested in CI that way.
 
@@ -38,10 +42,7 @@ import argparse
 import contextlib
 import ctypes
 import gc
-import importlib.util
-import inspect
 import json
-import linecache
 import math
 import os
 import platform
@@ -57,6 +58,14 @@ import traceback
 import types
 from pathlib import Path
 
+# kernel_call.py lies beside this file (a run's tools/, or templates/), which is on sys.path when
+# this file runs as a script but not when it is imported (the stand-in and the tests do). No
+# __pycache__ is written anywhere: not into the user's kernel directory, not beside this file.
+sys.dont_write_bytecode = True
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_call  # noqa: E402
+
 try:
     import triton
     import triton.language as tl
@@ -66,19 +75,9 @@ except ImportError:
 # Imported by import_gpu_stack(): it takes seconds, which --classify-ops need not spend.
 torch = None
 
-DTYPE_ALIASES = {
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "fp16": "float16",
-    "float16": "float16",
-    "half": "float16",
-    "fp32": "float32",
-    "float32": "float32",
-    "float": "float32",
-}
+DTYPE_ALIASES = kernel_call.DTYPE_ALIASES
 # atol = rtol by dtype, as KernelAgent's test.py uses for bf16.
 DEFAULT_TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-4}
-DEFAULT_DTYPE = "bfloat16"
 MIN_L2_FLUSH_BYTES = 256 << 20
 # Elements per program of the comparison kernel.
 COMPARE_BLOCK = 4096
@@ -454,65 +453,6 @@ def checksums_of(tensors):
     return [format(value & 0xFFFFFFFFFFFFFFFF, "016x") for value in torch.stack(parts).tolist()]
 
 
-class LaunchLog:
-    """Triton's launch-enter hook: the names and streams of the launches made while active.
-
-    Installed once; every launch of every @triton.jit kernel goes through it. Launches outside
-    an active window (the evaluator's own work has none) cost one attribute test.
-    """
-
-    def __init__(self):
-        self.active = False
-        self.names = []
-        self.streams = []
-
-    def __call__(self, metadata):
-        if not self.active:
-            return
-        # Triton passes a LazyDict whose .data holds name, function and stream; reading .data
-        # avoids evaluating a kernel's own launch_metadata callback.
-        data = getattr(metadata, "data", metadata)
-        if isinstance(data, dict):
-            self.names.append(str(data.get("name")))
-            self.streams.append(data.get("stream"))
-        else:
-            self.names.append(repr(metadata))
-            self.streams.append(None)
-
-    @contextlib.contextmanager
-    def window(self):
-        self.names = []
-        self.streams = []
-        self.active = True
-        try:
-            yield self
-        finally:
-            self.active = False
-
-
-def install_launch_hook(hook):
-    knobs = getattr(triton, "knobs", None)
-    runtime = getattr(knobs, "runtime", None)
-    if runtime is None:
-        from triton.compiler import CompiledKernel
-
-        CompiledKernel.launch_enter_hook = hook
-        return
-    current = runtime.launch_enter_hook
-    if hasattr(current, "add"):
-        # Triton 3.7 and later keep a HookChain here.
-        current.add(hook)
-    elif current is None:
-        runtime.launch_enter_hook = hook
-    else:
-
-        def both(metadata):
-            current(metadata)
-            hook(metadata)
-
-        runtime.launch_enter_hook = both
-
-
 def aten_recorder_class():
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -542,21 +482,6 @@ def set_triton_cache_dir(path):
         cache_knobs.dir = str(path)
 
 
-def load_module(path, name):
-    linecache.checkcache(str(path))
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise EvaluatorError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        sys.modules.pop(name, None)
-        raise
-    return module
-
-
 def is_poisoned_context_error(error):
     accelerator_error = getattr(torch, "AcceleratorError", None) if torch else None
     if accelerator_error is not None and isinstance(error, accelerator_error):
@@ -574,20 +499,8 @@ def context_is_usable():
         return False
 
 
-def cast_input(value, dtype):
-    if isinstance(value, torch.Tensor) and value.is_floating_point():
-        return value.to(dtype)
-    return value
-
-
 def clone_values(values):
     return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-
-
-def clone_kwargs(kwargs):
-    return {
-        k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in kwargs.items()
-    }
 
 
 def as_tensor_list(value, what):
@@ -765,56 +678,6 @@ def describe_device():
     return device, versions, props
 
 
-def model_attribute(model, name):
-    """The attribute `name` of the model or, failing that, of its first submodule that has one."""
-    for module in model.modules():
-        if name in module.__dict__ or name in module._parameters or name in module._buffers:
-            return True, getattr(module, name)
-    return False, None
-
-
-def bind_model_attributes(function, input_count, model):
-    """Keyword arguments for kernel_function's parameters beyond the problem's inputs.
-
-    KernelAgent's convention: kernel_function(*inputs, weight=..., eps=...), where each extra
-    parameter is named after an attribute of the PyTorch model.
-    """
-    parameters = inspect.signature(function).parameters.values()
-    positional = 0
-    takes_varargs = False
-    kwargs = {}
-    for p in parameters:
-        if p.kind is p.VAR_POSITIONAL:
-            takes_varargs = True
-            continue
-        if p.kind is p.VAR_KEYWORD:
-            continue
-        if (
-            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            and positional < input_count
-            and not takes_varargs
-        ):
-            positional += 1
-            continue
-        if p.name.startswith("_"):
-            found = False
-        else:
-            found, value = model_attribute(model, p.name)
-        if found and p.kind is not p.POSITIONAL_ONLY:
-            kwargs[p.name] = value
-        elif p.default is p.empty:
-            raise Rejection(
-                f"kernel_function parameter {p.name!r} is neither one of the problem's "
-                f"{input_count} inputs nor an attribute of the model"
-            )
-    if positional < input_count and not takes_varargs:
-        raise Rejection(
-            f"kernel_function takes {positional} positional parameters, the problem has "
-            f"{input_count} inputs"
-        )
-    return kwargs
-
-
 def unjudged_verdict():
     """A verify reply's verdict fields before anything is known."""
     return {
@@ -928,11 +791,13 @@ def watched_namespaces(recorder_class):
         if isinstance(cls, type):
             namespaces.append((f"{module_name}.{class_name}.", cls, False, True))
     namespaces.append(("AtenRecorder.", recorder_class, False, True))
-    own = globals()
-    namespaces.append(("evaluator.", sys.modules[__name__], False, True))
-    for name, value in list(own.items()):
-        if isinstance(value, type) and value.__module__ == __name__:
-            namespaces.append((f"evaluator.{name}.", value, False, True))
+    # This module, and kernel_call, which loads, binds and launches every candidate: every
+    # attribute of theirs and of their classes.
+    for label, module in (("evaluator", sys.modules[__name__]), ("kernel_call", kernel_call)):
+        namespaces.append((f"{label}.", module, False, True))
+        for name, value in list(vars(module).items()):
+            if isinstance(value, type) and value.__module__ == module.__name__:
+                namespaces.append((f"{label}.{name}.", value, False, True))
     return namespaces
 
 
@@ -1068,11 +933,12 @@ class Draw:
 
 
 class Candidate:
-    def __init__(self, path, module, function, kwargs):
+    def __init__(self, path, module, function, binding):
         self.path = path
         self.module = module
         self.function = function
-        self.kwargs = kwargs
+        # kernel_call.Binding: the arguments after the inputs, from the model's attributes.
+        self.binding = binding
         # None until a verify request of this process has judged it.
         self.passed = None
         self.kernel_names = []
@@ -1100,7 +966,7 @@ class Evaluator:
         self.kernel_dir = kernel_dir
         self.settings = settings
         self.allowlist = load_allowlist(settings.allowlist_path)
-        self.launch_log = LaunchLog()
+        self.launch_log = kernel_call.LaunchLog()
         self.recorder_class = None
         self.candidate = None
         self.candidates_loaded = 0
@@ -1116,7 +982,7 @@ class Evaluator:
         CUDA for the current stream; and too small for CPU threads to start, which would not
         survive a fork.)"""
         import_gpu_stack()
-        install_launch_hook(self.launch_log)
+        kernel_call.install_launch_hook(triton, self.launch_log)
         self.recorder_class = aten_recorder_class()
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -1143,8 +1009,12 @@ class Evaluator:
         cap_gib = os.environ.get(MEMORY_CAP_VARIABLE)
         self.memory_cap = None if cap_gib is None else cap_memory(cap_gib, props.total_memory)
         sys.path.append(str(self.kernel_dir))
-        problem = load_module(self.kernel_dir / "problem.py", "kactors_problem")
-        self.dtype = self.resolve_dtype(problem)
+        problem = kernel_call.load_module(self.kernel_dir / "problem.py", "kactors_problem")
+        try:
+            # The --config dtype wins, then problem.DTYPE, then bf16.
+            self.dtype = kernel_call.resolve_dtype(torch, self.settings.dtype, problem)
+        except kernel_call.CallError as error:
+            raise EvaluatorError(str(error)) from None
         tolerance = DEFAULT_TOLERANCE[str(self.dtype).replace("torch.", "")]
         self.atol = self.settings.atol if self.settings.atol is not None else tolerance
         self.rtol = self.settings.rtol if self.settings.rtol is not None else tolerance
@@ -1188,8 +1058,7 @@ class Evaluator:
         # torch.device("cuda") as a context only around the problem's own code: set globally
         # it would add a Python function-mode hop to every torch call of every timed run.
         with torch.device("cuda"):
-            torch.manual_seed(seeds[0])
-            self.model = problem.Model(*problem.get_init_inputs()).to(self.dtype).eval()
+            self.model = kernel_call.build_model(torch, problem, self.dtype, seeds[0])
             self.draws = []
             try:
                 self.draws.append(self.make_draw(problem, seeds[0]))
@@ -1230,8 +1099,7 @@ class Evaluator:
         return {"available_bytes": available, "needed_bytes": needed, **sizes}
 
     def make_draw(self, problem, seed):
-        torch.manual_seed(seed)
-        inputs = [cast_input(v, self.dtype) for v in problem.get_inputs()]
+        inputs = kernel_call.draw_inputs(torch, problem, self.dtype, seed)
         with torch.no_grad():
             expected = as_tensor_list(self.model(*inputs), "Model.forward")
         return Draw(seed, inputs, [t.detach() for t in expected])
@@ -1277,23 +1145,6 @@ class Evaluator:
         torch.cuda.empty_cache()
         self.memory_baseline = torch.cuda.memory_allocated()
         self.reserved_baseline = torch.cuda.memory_reserved()
-
-    def resolve_dtype(self, problem):
-        # The --config dtype wins, then problem.DTYPE, then bf16 (KernelAgent's test.py default).
-        if self.settings.dtype is not None:
-            return getattr(torch, self.settings.dtype)
-        dtype = getattr(problem, "DTYPE", None)
-        if dtype is None:
-            return getattr(torch, DEFAULT_DTYPE)
-        if isinstance(dtype, str):
-            if dtype not in DTYPE_ALIASES:
-                raise EvaluatorError(
-                    f"problem.py DTYPE {dtype!r} is not one of {sorted(DTYPE_ALIASES)}"
-                )
-            return getattr(torch, DTYPE_ALIASES[dtype])
-        if str(dtype).replace("torch.", "") not in DEFAULT_TOLERANCE:
-            raise EvaluatorError(f"problem.py DTYPE {dtype} is not bfloat16, float16 or float32")
-        return dtype
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -1541,12 +1392,13 @@ class Evaluator:
         name = f"kactors_candidate_{self.candidates_loaded}"
         sys.modules.pop(f"kactors_candidate_{self.candidates_loaded - 1}", None)
         self.begin_candidate_code()
-        module = load_module(path, name)
-        function = getattr(module, "kernel_function", None)
-        if not callable(function):
-            raise Rejection(f"{path.name} defines no callable kernel_function")
-        kwargs = bind_model_attributes(function, len(self.draws[0].inputs), self.model)
-        self.candidate = Candidate(path, module, function, kwargs)
+        module = kernel_call.load_module(path, name)
+        try:
+            function = kernel_call.kernel_function_of(module, path)
+            binding = kernel_call.bind(function, len(self.draws[0].inputs), self.model)
+        except kernel_call.CallError as error:
+            raise Rejection(str(error)) from None
+        self.candidate = Candidate(path, module, function, binding)
         return self.candidate
 
     def unload_candidate(self):
@@ -1579,7 +1431,8 @@ class Evaluator:
         inputs = self.fresh_inputs(self.draws[0])
         started = time.perf_counter()
         with self.launch_log.window(), torch.no_grad():
-            result = fn(*inputs, **clone_kwargs(candidate.kwargs))
+            args, kwargs = candidate.binding.arguments(inputs)
+            result = fn(*args, **kwargs)
             torch.cuda.synchronize()
         verdict["compile_s"] = round(time.perf_counter() - started, 4)
         # Every buffer the candidate could hand back again is held and holds NaN from here on:
@@ -1588,19 +1441,22 @@ class Evaluator:
         for tensor in held:
             poison(tensor)
         held_storages = {storage_of(t) for t in held}
-        del result, inputs
+        del result, inputs, args, kwargs
         launched, aten_ops = [], []
         run_s = 0.0
         mutates, side_streams = False, False
         previous_sums = None
         for index, draw in enumerate(self.draws):
             inputs = self.fresh_inputs(draw)
-            kwargs = clone_kwargs(candidate.kwargs)
+            args, kwargs = candidate.binding.arguments(inputs)
+            if index == 0:
+                # The verified call, as the profiled wrapper's measured call must be too.
+                kernel_call.record_call("evaluator", candidate.path, fn, args, kwargs)
             recorder = self.recorder_class(timing_stream)
             started = time.perf_counter()
             with self.launch_log.window() as log, torch.no_grad():
                 with recorder:
-                    result = fn(*inputs, **kwargs)
+                    result = fn(*args, **kwargs)
                 torch.cuda.synchronize()
             run_s += time.perf_counter() - started
             verdict["run_s"] = round(run_s, 4)
@@ -1644,7 +1500,7 @@ class Evaluator:
                 poison(tensor)
             held.extend(outputs)
             held_storages.update(storage_of(t) for t in outputs)
-            del result, inputs, kwargs
+            del result, inputs, args, kwargs
         candidate.kernel_names = launched
         candidate.mutates_inputs = mutates
         candidate.side_streams = side_streams
@@ -1728,7 +1584,7 @@ class Evaluator:
             self.begin_candidate_code()
         return self.benchmark(
             candidate.function,
-            candidate.kwargs,
+            candidate.binding,
             warmup,
             repeat,
             restore_every_call=candidate.mutates_inputs,
@@ -1753,7 +1609,7 @@ class Evaluator:
             raise EvaluatorError(f"time_reference which={which!r}; accepted: eager, compile")
         return self.benchmark(
             function,
-            {},
+            kernel_call.Binding([], []),
             warmup,
             repeat,
             restore_every_call=False,
@@ -1772,7 +1628,7 @@ class Evaluator:
         return warmup, repeat
 
     def benchmark(
-        self, fn, kwargs, warmup, repeat, restore_every_call, device_wide_end, candidate_kernels
+        self, fn, binding, warmup, repeat, restore_every_call, device_wide_end, candidate_kernels
     ):
         """Times fn over the draws in rotation.
 
@@ -1793,7 +1649,8 @@ class Evaluator:
         """
         draws = self.draws
         working = [self.fresh_inputs(d) for d in draws]
-        call_kwargs = [clone_kwargs(kwargs) for _ in draws]
+        # Each draw's own copy of the arguments after the inputs, (extra args, kwargs).
+        bound = [binding.arguments([]) for _ in draws]
         total = warmup + repeat
         last_call_of_draw = {}
         for call in range(warmup, total):
@@ -1824,7 +1681,7 @@ class Evaluator:
             with self.launch_log.window() as log, torch.no_grad():
                 start.record(stream)
                 with recorder if recorder is not None else contextlib.nullcontext():
-                    result = fn(*args, **call_kwargs[index])
+                    result = fn(*args, *bound[index][0], **bound[index][1])
                 end_on_stream.record(stream)
                 torch.cuda.synchronize()
                 end_after_sync.record(stream)
@@ -2374,8 +2231,6 @@ def main(argv):
         return classify_ops(args.allowlist, args.ops)
     if args.kernel_dir is None or args.config is None:
         parser.error("--kernel-dir and --config are required")
-    # Never write __pycache__ into the user's kernel directory.
-    sys.dont_write_bytecode = True
     try:
         settings = Settings(json.loads(args.config))
         evaluator = Evaluator(args.kernel_dir.resolve(), settings)

@@ -3,10 +3,12 @@
 
     profile_wrapper.py --kernel-dir DIR --candidate PATH --kernels-out FILE --config JSON
 
-It imports the candidate, builds the problem's inputs on the device, calls kernel_function a few
-times to warm up (Triton compiles and autotunes here), synchronizes, then makes one measured
-call between torch.cuda.profiler.start() and stop(), synchronizing inside the marks so the
-measured call's kernels all run between them. ncu runs with --profile-from-start off and sees
+It imports the candidate, builds the problem's model and inputs on the device (each seeded with
+`seed`: with kactors' 0, the model and the inputs of the evaluator's first draw) and binds
+kernel_function's parameters as the evaluator does (kernel_call.py, beside this file: both call
+a candidate through it), calls kernel_function a few times to warm up (Triton compiles and
+autotunes here), synchronizes, then makes one measured call between torch.cuda.profiler.start()
+and stop(), synchronizing inside the marks so the measured call's kernels all run between them. ncu runs with --profile-from-start off and sees
 only that call. On ROCm the marks do nothing; rocprofv3 traces everything and kactors selects
 the measured call's dispatches, which are the process's last ones: nothing runs on the GPU
 after the measured call.
@@ -23,39 +25,24 @@ prints what went wrong to stderr and exits 1.
 """
 
 import argparse
-import importlib.util
-import inspect
 import json
 import os
 import sys
 import traceback
 from pathlib import Path
 
-DTYPE_ALIASES = {
-    "bf16": "bfloat16",
-    "bfloat16": "bfloat16",
-    "fp16": "float16",
-    "float16": "float16",
-    "half": "float16",
-    "fp32": "float32",
-    "float32": "float32",
-    "float": "float32",
-}
+# kernel_call.py lies beside this file (a run's tools/): the evaluator imports it too, so the
+# measured call gets the arguments the verified call got. Nothing here writes __pycache__.
+sys.dont_write_bytecode = True
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import kernel_call  # noqa: E402
+
 CONFIG_KEYS = {"dtype", "seed", "warmup_calls", "triton_cache_dir"}
 
 
 class WrapperError(Exception):
     pass
-
-
-def load_module(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise WrapperError(f"cannot load {path} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def read_config(text):
@@ -66,71 +53,15 @@ def read_config(text):
     if unknown:
         raise WrapperError(f"unknown --config keys {unknown}; accepted: {sorted(CONFIG_KEYS)}")
     dtype = config.get("dtype")
-    if dtype is not None and dtype not in DTYPE_ALIASES:
-        raise WrapperError(f"--config dtype {dtype!r} is not one of {sorted(DTYPE_ALIASES)}")
+    if dtype is not None and dtype not in kernel_call.DTYPE_ALIASES:
+        raise WrapperError(
+            f"--config dtype {dtype!r} is not one of {sorted(kernel_call.DTYPE_ALIASES)}"
+        )
     for key, default, minimum in (("seed", 0, 0), ("warmup_calls", 3, 1)):
         value = config.setdefault(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise WrapperError(f"--config {key} must be a whole number >= {minimum}, got {value!r}")
     return config
-
-
-def resolve_dtype(torch, config, problem):
-    # The same order as the evaluator: --config, then problem.DTYPE, then bfloat16.
-    if config.get("dtype") is not None:
-        return getattr(torch, DTYPE_ALIASES[config["dtype"]])
-    dtype = getattr(problem, "DTYPE", None)
-    if dtype is None:
-        return torch.bfloat16
-    if isinstance(dtype, str):
-        return getattr(torch, DTYPE_ALIASES[dtype])
-    return dtype
-
-
-def model_attribute_kwargs(function, input_count, model):
-    """kernel_function's parameters beyond the inputs, named after model attributes."""
-    parameters = inspect.signature(function).parameters.values()
-    positional, takes_varargs, kwargs = 0, False, {}
-    for p in parameters:
-        if p.kind is p.VAR_POSITIONAL:
-            takes_varargs = True
-            continue
-        if p.kind is p.VAR_KEYWORD:
-            continue
-        if (
-            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-            and positional < input_count
-            and not takes_varargs
-        ):
-            positional += 1
-            continue
-        for module in model.modules():
-            if not p.name.startswith("_") and (
-                p.name in module.__dict__
-                or p.name in module._parameters
-                or p.name in module._buffers
-            ):
-                kwargs[p.name] = getattr(module, p.name)
-                break
-        else:
-            if p.default is p.empty:
-                raise WrapperError(
-                    f"kernel_function parameter {p.name!r} is neither an input nor a model "
-                    "attribute"
-                )
-    return kwargs
-
-
-def install_launch_hook(triton, hook):
-    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
-    if runtime is None:
-        from triton.compiler import CompiledKernel
-
-        CompiledKernel.launch_enter_hook = hook
-    elif hasattr(runtime.launch_enter_hook, "add"):
-        runtime.launch_enter_hook.add(hook)
-    else:
-        runtime.launch_enter_hook = hook
 
 
 def profile(args, config):
@@ -142,52 +73,44 @@ def profile(args, config):
     cache_knobs = getattr(getattr(triton, "knobs", None), "cache", None)
     if config.get("triton_cache_dir") and cache_knobs is not None:
         cache_knobs.dir = config["triton_cache_dir"]
-    measured = []
-    recording = [False]
-
-    def on_launch(metadata):
-        if recording[0]:
-            data = getattr(metadata, "data", metadata)
-            measured.append(str(data.get("name")) if isinstance(data, dict) else repr(metadata))
-
-    install_launch_hook(triton, on_launch)
+    launches = kernel_call.LaunchLog()
+    kernel_call.install_launch_hook(triton, launches)
     torch.cuda.set_device(0)
     kernel_dir = args.kernel_dir.resolve()
     sys.path.append(str(kernel_dir))
-    problem = load_module(kernel_dir / "problem.py", "kactors_problem")
-    candidate = load_module(args.candidate.resolve(), "kactors_candidate")
-    function = getattr(candidate, "kernel_function", None)
-    if not callable(function):
-        raise WrapperError(f"{args.candidate} defines no callable kernel_function")
-    dtype = resolve_dtype(torch, config, problem)
+    problem = kernel_call.load_module(kernel_dir / "problem.py", "kactors_problem")
+    candidate = kernel_call.load_module(args.candidate.resolve(), "kactors_candidate")
+    function = kernel_call.kernel_function_of(candidate, args.candidate)
+    dtype = kernel_call.resolve_dtype(torch, config.get("dtype"), problem)
+    # The model and the inputs of the evaluator's first draw, when seed is 0 as kactors sets it.
     with torch.device("cuda"):
-        torch.manual_seed(config["seed"])
-        model = problem.Model(*problem.get_init_inputs()).to(dtype).eval()
-        inputs = [
-            v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-            for v in problem.get_inputs()
-        ]
-    kwargs = model_attribute_kwargs(function, len(inputs), model)
+        model = kernel_call.build_model(torch, problem, dtype, config["seed"])
+        inputs = kernel_call.draw_inputs(torch, problem, dtype, config["seed"])
+    binding = kernel_call.bind(function, len(inputs), model)
 
     def fresh():
-        # Each call gets its own copy: an in-place kernel must not profile on its own output.
-        return [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
+        # Each call gets its own copies, as in the evaluator: an in-place kernel must not
+        # profile on its own output, nor on arguments an earlier call changed.
+        return binding.arguments([kernel_call.fresh_copy(value) for value in inputs])
 
     with torch.no_grad():
         for _ in range(config["warmup_calls"]):
-            function(*fresh(), **kwargs)
-        measured_inputs = fresh()
+            call_args, call_kwargs = fresh()
+            function(*call_args, **call_kwargs)
+        call_args, call_kwargs = fresh()
+        kernel_call.record_call(
+            "profile_wrapper", args.candidate.resolve(), function, call_args, call_kwargs
+        )
         torch.cuda.synchronize()
-        recording[0] = True
         marks = torch.version.hip is None
-        if marks:
-            torch.cuda.profiler.start()
-        function(*measured_inputs, **kwargs)
-        torch.cuda.synchronize()
-        if marks:
-            torch.cuda.profiler.stop()
-        recording[0] = False
-    names = list(dict.fromkeys(measured))
+        with launches.window():
+            if marks:
+                torch.cuda.profiler.start()
+            function(*call_args, **call_kwargs)
+            torch.cuda.synchronize()
+            if marks:
+                torch.cuda.profiler.stop()
+    names = list(dict.fromkeys(launches.names))
     if not names:
         raise WrapperError("the measured kernel_function call launched no Triton kernel")
     args.kernels_out.write_text(json.dumps(names) + "\n", encoding="utf-8")
@@ -201,8 +124,6 @@ def main(argv):
     parser.add_argument("--kernels-out", type=Path, required=True)
     parser.add_argument("--config", default="{}")
     args = parser.parse_args(argv)
-    # Never write __pycache__ into the user's kernel directory.
-    sys.dont_write_bytecode = True
     try:
         profile(args, read_config(args.config))
     except Exception as error:

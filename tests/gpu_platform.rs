@@ -1,5 +1,5 @@
 //! A whole NVIDIA run without a GPU: a fake nvidia-smi lists two GPUs and `--python` points at
-//! a shim that runs the stand-in evaluator (templates/standin_evaluator.py), which speaks the
+//! a shim that runs the stand-in evaluator (tests/fixtures/standin_evaluator.py), which speaks the
 //! real protocol and decides each candidate's fate by a `# standin:` marker in its source.
 
 mod support;
@@ -24,7 +24,8 @@ impl Node {
             &bin.join("nvidia-smi"),
             "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n",
         );
-        let standin = Path::new(env!("CARGO_MANIFEST_DIR")).join("templates/standin_evaluator.py");
+        let standin =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/standin_evaluator.py");
         write_executable(
             &bin.join("python-shim"),
             &format!(

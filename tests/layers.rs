@@ -134,9 +134,10 @@ fn imports(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<Str
     found
 }
 
-/// Every module of src/ and what it imports.
-fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = root().join("src");
+/// Every module of the crate whose sources are in `src_dir` (src, or actors/src) and what it
+/// imports.
+fn import_graph_of(src_dir: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let src = root().join(src_dir);
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     let modules: BTreeSet<String> = files.iter().map(|file| module_of(&src, file)).collect();
@@ -148,6 +149,26 @@ fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
             (module, imported)
         })
         .collect()
+}
+
+fn import_graph() -> BTreeMap<String, BTreeSet<String>> {
+    import_graph_of("src")
+}
+
+/// Whether `module` is `prefix` or inside it.
+fn under(module: &str, prefix: &str) -> bool {
+    module == prefix || module.starts_with(&format!("{prefix}::"))
+}
+
+/// No module under `from` imports one under `never`.
+fn check_never(graph: &BTreeMap<String, BTreeSet<String>>, from: &str, never: &str) {
+    for (module, imported) in graph.iter().filter(|(module, _)| under(module, from)) {
+        let wrong: Vec<&String> = imported.iter().filter(|name| under(name, never)).collect();
+        assert!(
+            wrong.is_empty(),
+            "{module} imports {wrong:?}: {from} must never import {never}"
+        );
+    }
 }
 
 fn top(module: &str) -> &str {
@@ -177,8 +198,8 @@ fn each_layer_imports_only_the_layers_below_it() {
         "profiling",
         &["process", "signals", "devices", "vendor"],
     );
-    check_layer(&graph, "nvidia", &["profiling"]);
-    check_layer(&graph, "rocm", &["profiling"]);
+    check_layer(&graph, "nvidia", &["profiling", "devices"]);
+    check_layer(&graph, "rocm", &["profiling", "devices"]);
     check_layer(
         &graph,
         "platform_profiler",
@@ -293,4 +314,41 @@ fn the_vendor_is_one_type() {
         })
         .collect();
     assert_eq!(declared, ["actors/src/model.rs: Vendor"]);
+}
+
+#[test]
+fn the_wire_formats_and_the_retry_loop_never_import_the_http_provider() {
+    let graph = import_graph();
+    for lower in [
+        "llm::anthropic",
+        "llm::openai",
+        "llm::retry",
+        "llm::attempt",
+        "llm::retry_after",
+    ] {
+        check_never(&graph, lower, "llm::http");
+    }
+    check_never(&graph, "llm::anthropic", "llm::openai");
+    check_never(&graph, "llm::openai", "llm::anthropic");
+    for upper in ["llm::retry", "llm::anthropic", "llm::openai"] {
+        check_never(&graph, "llm::attempt", upper);
+    }
+}
+
+#[test]
+fn the_journal_never_imports_the_ports_and_the_manager_never_the_supervisor() {
+    let graph = import_graph_of("actors/src");
+    check_never(&graph, "journal", "ports");
+    check_never(&graph, "manager", "supervisor");
+    check_never(&graph, "supervision", "supervisor");
+    check_never(&graph, "supervision", "manager");
+}
+
+#[test]
+fn the_device_pin_sits_below_its_users() {
+    let graph = import_graph();
+    for user in ["evaluator", "profiling", "platform", "check", "commands"] {
+        check_never(&graph, "devices", user);
+    }
+    check_never(&graph, "process", "devices");
 }

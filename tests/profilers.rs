@@ -13,17 +13,20 @@ use std::time::{Duration, Instant};
 
 use actors::model::{CandidateId, DeviceId, KernelSource};
 use actors::ports::{KernelProfiler, ProfileError, ProfileJob, ProfileSummary};
+use kactors::devices::{Device, DeviceKind};
 use kactors::nvidia::NcuProfiler;
 use kactors::platform_profiler::{PlatformProfiler, profile_once};
 use kactors::profiling::{
-    DeviceEnv, PassSpec, ProfileBudget, ProfileReport, ProfileTarget, ProfilerSetup,
-    RooflineThresholds, run_pass, standalone_watchdog,
+    PassSpec, ProfileBudget, ProfileReport, ProfileTarget, ProfilerSetup, RooflineThresholds,
+    run_pass, standalone_watchdog,
 };
 use kactors::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
 use serde_json::{Value, json};
 use support::{fixtures, is_running};
 
 const DEVICE: DeviceId = DeviceId(0);
+/// The UUID the NVIDIA device 0 is pinned by.
+const NVIDIA_UUID: &str = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
 /// Generous for a loaded 2-core machine: a pass is two or three Python start-ups.
 const PASS_DEADLINE: Duration = Duration::from_secs(60);
 const GRACE: Duration = Duration::from_millis(500);
@@ -99,8 +102,8 @@ impl Bench {
     }
 
     /// The setup a run would give: kactors' environment (with a credential that must not reach
-    /// any child) plus `env`, device 0 pinned with `pin`.
-    fn setup(&self, env: &[(&str, &str)], pin: (&str, &str)) -> ProfilerSetup {
+    /// any child) plus `env`, `device` (device 0) pinned.
+    fn setup(&self, env: &[(&str, &str)], device: DeviceKind) -> ProfilerSetup {
         let mut parent_env: Vec<(OsString, OsString)> = std::env::vars_os()
             .filter(|(name, _)| {
                 let name = name.to_string_lossy();
@@ -125,10 +128,13 @@ impl Bench {
             parent_env,
             pins: BTreeMap::from([(
                 DEVICE,
-                DeviceEnv {
-                    set: BTreeMap::from([(pin.0.to_string(), pin.1.to_string())]),
-                    unset: Vec::new(),
-                },
+                Device {
+                    id: DEVICE.0,
+                    name: "a GPU".to_string(),
+                    kind: device,
+                    spec: None,
+                }
+                .pin(),
             )]),
             watchdog: standalone_watchdog(GRACE),
             kill_grace: GRACE,
@@ -138,11 +144,20 @@ impl Bench {
     }
 
     fn nvidia_setup(&self, env: &[(&str, &str)]) -> ProfilerSetup {
-        self.setup(env, ("CUDA_VISIBLE_DEVICES", "0"))
+        let device = DeviceKind::Nvidia {
+            uuid: NVIDIA_UUID.to_string(),
+            bus_id: "00000000:00:06.0".to_string(),
+        };
+        self.setup(env, device)
     }
 
     fn rocm_setup(&self, env: &[(&str, &str)]) -> ProfilerSetup {
-        self.setup(env, ("HIP_VISIBLE_DEVICES", "0"))
+        let device = DeviceKind::Rocm {
+            hip_uuid: None,
+            bdf: "0000:05:00.0".to_string(),
+            gfx_target: Some("gfx942".to_string()),
+        };
+        self.setup(env, device)
     }
 }
 
@@ -269,7 +284,7 @@ fn an_ncu_profile_becomes_the_summary_for_the_prompt_and_the_journal() {
         let profile_dir = bench.folder().join("profile");
         assert_eq!(runs[0]["cwd"], profile_dir.join("ncu").to_str().unwrap());
         let env = &runs[0]["env"];
-        assert_eq!(env["CUDA_VISIBLE_DEVICES"], "0", "the device pin");
+        assert_eq!(env["CUDA_VISIBLE_DEVICES"], NVIDIA_UUID, "the device pin");
         assert_eq!(env["LC_ALL"], "C");
         assert_eq!(env.get("ANTHROPIC_API_KEY"), None, "no credentials");
         assert_eq!(

@@ -11,8 +11,9 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::analysis::AnalyzedBottleneck;
-use crate::model::{CandidateId, DeviceId, Provenance, Reference, Verdict};
-use crate::ports::{RequestKind, TokenUsage};
+use crate::model::{
+    CandidateId, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
+};
 use crate::profile::KernelProfile;
 
 mod reading;

@@ -28,7 +28,7 @@ use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, SearchConfig, SearchState};
-use crate::supervisor::{ManagerDied, RunDone, Supervisor};
+use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 
 pub use crate::search_state::RECENT_LESSONS;
 
@@ -129,7 +129,7 @@ enum Input {
 /// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
 /// panicking handler ends the actor silently otherwise, and the run would hang.
 struct DeathNotice {
-    supervisor: Addr<Supervisor>,
+    supervisor: Recipient<ManagerDied>,
     armed: bool,
 }
 
@@ -146,7 +146,7 @@ impl Drop for DeathNotice {
 pub struct Manager {
     settings: ManagerSettings,
     state: SearchState,
-    supervisor: Addr<Supervisor>,
+    supervisor: SupervisorLink,
     workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
     broker: Addr<LlmBroker>,
     collector: Addr<Collector>,
@@ -166,7 +166,7 @@ pub struct Manager {
 impl Manager {
     pub fn new(
         settings: ManagerSettings,
-        supervisor: Addr<Supervisor>,
+        supervisor: SupervisorLink,
         workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
         broker: Addr<LlmBroker>,
         collector: Addr<Collector>,
@@ -175,7 +175,7 @@ impl Manager {
     ) -> Self {
         let state = SearchState::new(settings.search_config());
         let death_notice = DeathNotice {
-            supervisor: supervisor.clone(),
+            supervisor: supervisor.died.clone(),
             armed: true,
         };
         Manager {
@@ -422,7 +422,7 @@ impl Manager {
         if let Some(mut done) = self.done.take() {
             done.search = Some(self.state.clone());
             self.death_notice.armed = false;
-            self.supervisor.do_send(done);
+            self.supervisor.done.do_send(done);
         }
     }
 }
@@ -459,7 +459,7 @@ impl Handler<Input> for Manager {
             Input::Replied(asked, answer) => self.replied(asked, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
             Input::DiskFull { candidate, reason } => {
-                self.supervisor.do_send(RecordsFailed {
+                self.supervisor.records_failed.do_send(RecordsFailed {
                     message: format!(
                         "the disk is full: the evaluation of candidate {candidate} failed with {reason}"
                     ),

@@ -169,3 +169,20 @@ pub enum Reference {
 /// How long an evaluation step may take before the Watchdog ends it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StepDeadline(pub Duration);
+
+/// What an LLM request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestKind {
+    Optimize,
+    Analysis,
+    Refine,
+    Reflexion,
+}
+
+/// The tokens a provider reported for one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}

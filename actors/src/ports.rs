@@ -13,6 +13,8 @@ use crate::analysis::AnalyzedBottleneck;
 use crate::journal::JournalRecord;
 use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
 use crate::profile::KernelProfile;
+// The journal records both, and the journal is below the ports: they live in `model`.
+pub use crate::model::{RequestKind, TokenUsage};
 
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
@@ -125,15 +127,6 @@ pub trait KernelProfiler {
     ) -> LocalFuture<'static, Result<ProfileSummary, ProfileError>>;
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RequestKind {
-    Optimize,
-    Analysis,
-    Refine,
-    Reflexion,
-}
-
 #[derive(Clone, Debug)]
 pub struct LlmRequest {
     pub request_id: String,
@@ -143,12 +136,6 @@ pub struct LlmRequest {
     pub round: u32,
     pub system: String,
     pub prompt: String,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct TokenUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -27,6 +27,7 @@ use crate::ports::{
 };
 use crate::profiler::{CloseProfiler, Profiler};
 use crate::search_state::SearchState;
+use crate::supervision::{ManagerDied, RestartWorker, RunDone, SupervisorLink};
 use crate::watchdog::{KillAll, TerminateAll, Watchdog, WatchdogClient};
 
 /// The record-keeping and signalling ports, needed before any other actor starts.
@@ -72,33 +73,6 @@ pub struct RunResult {
     pub record_error: Option<String>,
     /// The search's state at its end, as the Manager held it (none after a Manager that died).
     pub search: Option<SearchState>,
-}
-
-/// Sent by the Manager when the search is over, for whatever reason.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RunDone {
-    pub outcome: RunOutcome,
-    pub reason: String,
-    pub best: Option<RankedKernel>,
-    pub initial_ms: Option<f64>,
-    pub search: Option<SearchState>,
-}
-
-/// A worker's mailbox closed; answered with its replacement, or why there is none.
-#[derive(Message)]
-#[rtype(result = "Result<Addr<GpuWorker>, String>")]
-pub struct RestartWorker {
-    pub device: DeviceId,
-    pub dead: Addr<GpuWorker>,
-}
-
-/// The Manager's actor is gone without having finished the run (a handler panicked): its guard
-/// says so as it is dropped.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct ManagerDied {
-    pub message: String,
 }
 
 /// SIGINT or SIGTERM reached kactors. The first stops the run; a second kills every child group
@@ -201,9 +175,16 @@ impl Actor for Supervisor {
         )
         .start();
         self.broker = Some(broker.clone());
+        let me = ctx.address();
+        let supervisor = SupervisorLink {
+            done: me.clone().recipient(),
+            restart: me.clone().recipient(),
+            died: me.clone().recipient(),
+            records_failed: me.recipient(),
+        };
         let manager = Manager::new(
             self.plan.manager.clone(),
-            ctx.address(),
+            supervisor,
             self.workers.clone(),
             broker,
             collector,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::devices::Pin;
-use crate::process::{WaitOutcome, child_environment, spawn, wait_or_terminate};
+use crate::process::{ChildEnv, WaitOutcome, child_environment, spawn, wait_or_terminate};
 use crate::profiling::error_chain;
 
 use super::report::CheckLine;
@@ -41,8 +41,9 @@ pub(super) struct Probe {
     label: String,
     program: PathBuf,
     args: Vec<OsString>,
-    set: BTreeMap<String, String>,
-    unset: Vec<String>,
+    /// Set in the child's environment, under the pin.
+    extra: Vec<(&'static str, &'static str)>,
+    pin: Option<Pin>,
     timeout: Duration,
 }
 
@@ -53,9 +54,7 @@ impl Probe {
         args.extend(mode.iter().map(OsString::from));
         let mut probe = Probe::tool(python, &[], pin, label);
         probe.args = args;
-        probe
-            .set
-            .insert("PYTHONDONTWRITEBYTECODE".to_string(), "1".to_string());
+        probe.extra.push(("PYTHONDONTWRITEBYTECODE", "1"));
         probe.timeout = PYTHON_TIMEOUT;
         probe
     }
@@ -65,9 +64,25 @@ impl Probe {
             label: label.to_string(),
             program: program.to_path_buf(),
             args: args.iter().map(OsString::from).collect(),
-            set: pin.map(|pin| pin.set.clone()).unwrap_or_default(),
-            unset: pin.map(|pin| pin.unset.clone()).unwrap_or_default(),
+            extra: Vec::new(),
+            pin: pin.cloned(),
             timeout: PROFILER_TIMEOUT,
+        }
+    }
+
+    /// The probe's environment: `parent` without credentials, its extra variables, its pin.
+    fn environment(&self, parent: &[(OsString, OsString)]) -> ChildEnv {
+        let parent = parent.iter().cloned();
+        match &self.pin {
+            Some(pin) => pin.child_environment(parent, &self.extra),
+            None => {
+                let set: BTreeMap<String, String> = self
+                    .extra
+                    .iter()
+                    .map(|(name, value)| (name.to_string(), value.to_string()))
+                    .collect();
+                child_environment(parent, &set, &[])
+            }
         }
     }
 }
@@ -168,9 +183,9 @@ impl<'a> ProbeRunner<'a> {
             .map_err(|error| format!("error creating {}: {error}", dir.display()))?;
         let spec = crate::process::ChildSpec {
             program: probe.program.clone(),
+            env: probe.environment(&self.parent_env),
             args: probe.args,
             cwd: dir.clone(),
-            env: child_environment(self.parent_env.iter().cloned(), &probe.set, &probe.unset),
             log_path: dir.join("output.log"),
             protocol: false,
             label: probe.label.clone(),

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::devices::{Device, DeviceKind, Pin};
+use crate::devices::{Device, DeviceKind};
 use crate::vendor::Vendor;
 
 use super::probe::{Probe, ProbeRunner, text};
@@ -20,8 +20,7 @@ pub(super) async fn device_check(
     device: &Device,
 ) -> CheckLine {
     let pin = device.pin();
-    let pin_text = pin_words(&pin);
-    let what = format!("device {} visible to torch under {pin_text}", device.id);
+    let what = format!("device {} visible to torch under {pin}", device.id);
     let probe = Probe::python(
         python,
         &["device"],
@@ -84,15 +83,6 @@ fn same_uuid(listed: &str, torch: &str) -> bool {
     };
     let listed = digits(listed);
     !listed.is_empty() && listed == digits(torch)
-}
-
-fn pin_words(pin: &Pin) -> String {
-    let set = pin
-        .set
-        .iter()
-        .map(|(name, value)| format!("{name}={value}"));
-    let unset = pin.unset.iter().map(|name| format!("-{name}"));
-    set.chain(unset).collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

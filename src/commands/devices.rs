@@ -44,17 +44,15 @@ pub(super) fn devices(args: DevicesArgs) -> Result<(), CommandError> {
         return Ok(());
     }
     console::out(format_args!("vendor: {}", selection.platform));
-    for (device, pin) in selection.devices.iter().zip(selection.pins()) {
+    for device in &selection.devices {
         let spec = device.spec.map_or("no spec row".to_string(), |spec| {
             format!("spec {}", spec.name)
         });
-        let set: Vec<String> = pin.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let unset: Vec<String> = pin.unset.iter().map(|k| format!("-{k}")).collect();
         console::out(format_args!(
             "device {}: {} ({spec}); children get {}",
             device.id,
             device.name,
-            [set, unset].concat().join(" ")
+            device.pin()
         ));
     }
     Ok(())

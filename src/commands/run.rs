@@ -232,12 +232,6 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
             settings.strategy
         )));
     }
-    let device_ids: Vec<DeviceId> = devices
-        .selection
-        .devices
-        .iter()
-        .map(|d| DeviceId(d.id))
-        .collect();
     let selected_platform = devices.selection.platform;
     let simulated = selected_platform == Platform::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
@@ -305,7 +299,8 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         manager: ManagerSettings {
             search,
             pacing: settings.pacing(max_inflight),
-            devices: device_ids,
+            // The devices the platform pinned: each worker's evaluator is made for its pin.
+            devices: platform.devices(),
             step_deadline: settings.test_timeout(selected_platform.vendor()),
             profile_parents: settings.profiler_enabled && !simulated,
             time_references: !simulated,

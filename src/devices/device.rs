@@ -1,8 +1,10 @@
 use std::collections::BTreeMap;
 
+use actors::model::DeviceId;
 use serde::Serialize;
 
 use super::masks::{CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES};
+use super::pin::Pin;
 use super::specs::GpuSpec;
 use crate::vendor::{Platform, Vendor};
 
@@ -50,7 +52,7 @@ impl Device {
         }
     }
 
-    /// The environment changes that confine a worker's children to this device.
+    /// This device with the environment changes that confine a worker's children to it.
     ///
     /// ROCm: HIP_VISIBLE_DEVICES is the HIP id, which is numbered before any mask, so the other
     /// masks are removed. NVIDIA: the UUID, which does not depend on CUDA's device order.
@@ -69,21 +71,8 @@ impl Device {
                 ],
             ),
         };
-        Pin {
-            device: self.id,
-            set,
-            unset,
-        }
+        Pin::new(DeviceId(self.id), set, unset)
     }
-}
-
-/// Variables to set and to remove in a worker's children's environment. kactors never changes
-/// its own environment: a pin exists only in the environment given to children.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Pin {
-    pub device: u32,
-    pub set: BTreeMap<String, String>,
-    pub unset: Vec<String>,
 }
 
 /// What a run would use: one platform's devices, and what the selection had to say.
@@ -200,14 +189,7 @@ mod tests {
             kind: DeviceKind::Noop,
             spec: None,
         };
-        assert_eq!(
-            device.pin(),
-            Pin {
-                device: 1,
-                set: BTreeMap::new(),
-                unset: vec![]
-            }
-        );
+        assert_eq!(device.pin(), Pin::new(DeviceId(1), BTreeMap::new(), vec![]));
         assert_eq!(device.uuid(), None);
         assert_eq!(device.platform(), Platform::Noop);
     }

@@ -20,8 +20,9 @@ use super::protocol::{
     EvaluatorConfig, Incoming, Ready, ReferenceKind, Reply, ReplyOutcome, Request, StartIntegrity,
     Startup, TimeOutcome as TimedReply, parse_incoming, parse_startup,
 };
+use crate::devices::Pin;
 use crate::process::{
-    ChildSpec, ProtocolPipes, RunningChild, child_environment, spawn, terminate_with_grace,
+    ChildSpec, ProtocolPipes, RunningChild, log_tail, spawn, terminate_with_grace,
 };
 
 /// What every evaluator child of a run shares.
@@ -38,12 +39,12 @@ pub struct EvaluatorSetup {
     pub kill_grace: Duration,
 }
 
-/// Where one device's evaluator lives: its folder (cwd and log) and its pin.
+/// Where one device's evaluator lives: its folder (cwd and log) and the device's pin, which
+/// names the device.
 #[derive(Clone, Debug)]
 pub struct DeviceSlot {
     pub folder: PathBuf,
-    pub set: BTreeMap<String, String>,
-    pub unset: Vec<String>,
+    pub pin: Pin,
 }
 
 pub struct PythonEvaluatorFactory {
@@ -53,14 +54,13 @@ pub struct PythonEvaluatorFactory {
 }
 
 impl PythonEvaluatorFactory {
-    pub fn new(
-        setup: EvaluatorSetup,
-        slots: BTreeMap<DeviceId, DeviceSlot>,
-        watchdog: WatchdogClient,
-    ) -> Self {
+    pub fn new(setup: EvaluatorSetup, slots: &[DeviceSlot], watchdog: WatchdogClient) -> Self {
         PythonEvaluatorFactory {
             setup: Rc::new(setup),
-            slots,
+            slots: slots
+                .iter()
+                .map(|slot| (slot.pin.device(), slot.clone()))
+                .collect(),
             watchdog,
         }
     }
@@ -68,17 +68,64 @@ impl PythonEvaluatorFactory {
 
 impl EvaluatorFactory for PythonEvaluatorFactory {
     fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
-        let slot = self
-            .slots
-            .get(&device)
-            .cloned()
-            .expect("every worker's device has a slot");
-        Box::new(PythonEvaluator::new(
-            device,
-            self.setup.clone(),
-            slot,
-            self.watchdog.clone(),
-        ))
+        match self.slots.get(&device) {
+            Some(slot) => Box::new(PythonEvaluator::new(
+                self.setup.clone(),
+                slot.clone(),
+                self.watchdog.clone(),
+            )),
+            None => Box::new(Unpinned(device)),
+        }
+    }
+}
+
+/// The evaluator of a device the run pinned nothing to: every step fails to start, saying so.
+/// (The workers' devices are the platform's pins, so no run asks for one.)
+struct Unpinned(DeviceId);
+
+impl Unpinned {
+    fn refusal<T>(&self) -> Result<T, EvalError> {
+        Err(EvalError::Start(format!(
+            "no device pin for device {}: the run pins no worker to it",
+            self.0
+        )))
+    }
+}
+
+impl DeviceEvaluator for Unpinned {
+    fn verify<'a>(
+        &'a mut self,
+        _: &'a EvalJob,
+    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+        Box::pin(async move { self.refusal() })
+    }
+
+    fn time<'a>(&'a mut self, _: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+        Box::pin(async move { self.refusal() })
+    }
+
+    fn time_reference(
+        &mut self,
+        _: Reference,
+        _: Duration,
+    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+        Box::pin(async move { self.refusal() })
+    }
+
+    fn run_user_test<'a>(
+        &'a mut self,
+        _: &'a Path,
+        _: Duration,
+    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+        Box::pin(async move { self.refusal() })
+    }
+
+    fn take_started(&mut self) -> Option<serde_json::Value> {
+        None
+    }
+
+    fn shutdown(&mut self) -> LocalFuture<'_, ()> {
+        Box::pin(async {})
     }
 }
 
@@ -101,21 +148,10 @@ pub struct PythonEvaluator {
     unreported_start: Option<serde_json::Value>,
 }
 
-fn log_tail(path: &std::path::Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(12)..].join("\n")
-}
-
 impl PythonEvaluator {
-    pub fn new(
-        device: DeviceId,
-        setup: Rc<EvaluatorSetup>,
-        slot: DeviceSlot,
-        watchdog: WatchdogClient,
-    ) -> Self {
+    pub fn new(setup: Rc<EvaluatorSetup>, slot: DeviceSlot, watchdog: WatchdogClient) -> Self {
         PythonEvaluator {
-            device,
+            device: slot.pin.device(),
             setup,
             slot,
             watchdog,
@@ -134,7 +170,23 @@ impl PythonEvaluator {
         self.slot.folder.join("evaluator.log")
     }
 
+    /// A fresh evaluator, ready; when it is not, why, with the end of its log.
     async fn start(&mut self) -> Result<Session, EvalError> {
+        match self.start_session().await {
+            Ok(session) => Ok(session),
+            Err(reason) => {
+                let log = self.log_path();
+                let tail = log_tail(&log).await.unwrap_or_default();
+                Err(EvalError::Start(format!(
+                    "{reason}; the end of {}:\n{}",
+                    log.display(),
+                    tail.join("\n")
+                )))
+            }
+        }
+    }
+
+    async fn start_session(&mut self) -> Result<Session, String> {
         let setup = &self.setup;
         let config = serde_json::to_string(&setup.config).expect("the evaluator config serialises");
         let spec = ChildSpec {
@@ -147,12 +199,12 @@ impl PythonEvaluator {
                 config.into(),
             ],
             cwd: self.slot.folder.clone(),
-            env: child_environment(std::env::vars_os(), &self.slot.set, &self.slot.unset),
+            env: self.slot.pin.child_environment(std::env::vars_os(), &[]),
             log_path: self.log_path(),
             protocol: true,
             label: self.label(),
         };
-        let mut child = spawn(&spec).map_err(|error| EvalError::Start(error.to_string()))?;
+        let mut child = spawn(&spec).map_err(|error| error.to_string())?;
         let mut pipes = child
             .protocol
             .take()
@@ -170,28 +222,18 @@ impl PythonEvaluator {
             Some(watch) => self.watchdog.release(watch).await,
             None => false,
         };
-        let log = self.log_path();
-        let failure = |reason: String| {
-            EvalError::Start(format!(
-                "{reason}; the end of {}:\n{}",
-                log.display(),
-                log_tail(&log)
-            ))
-        };
         let Some(line) = line else {
             return Err(if expired {
-                failure(format!(
+                format!(
                     "the evaluator did not become ready within {:?}",
                     setup.startup_deadline
-                ))
+                )
             } else {
-                failure("the evaluator exited before it was ready".into())
+                "the evaluator exited before it was ready".into()
             });
         };
         let startup = parse_startup(&line).map_err(|error| {
-            failure(format!(
-                "the evaluator's first line is not its ready message: {error}"
-            ))
+            format!("the evaluator's first line is not its ready message: {error}")
         })?;
         match startup {
             Startup::Ready(ready) => {
@@ -205,10 +247,7 @@ impl PythonEvaluator {
             }
             Startup::Failed(failed) => {
                 self.startup_failure = Some(failed.error.clone());
-                Err(failure(format!(
-                    "the evaluator could not start: {}",
-                    failed.error
-                )))
+                Err(format!("the evaluator could not start: {}", failed.error))
             }
         }
     }
@@ -334,7 +373,8 @@ impl PythonEvaluator {
         if expired {
             return EvalError::TimedOut(deadline);
         }
-        tracing::warn!(device = %self.device, "the evaluator died; the end of its log:\n{}", log_tail(&self.log_path()));
+        let tail = log_tail(&self.log_path()).await.unwrap_or_default();
+        tracing::warn!(device = %self.device, "the evaluator died; the end of its log:\n{}", tail.join("\n"));
         let status = status.map(|s| format!(" ({s})")).unwrap_or_default();
         EvalError::Crashed {
             reason: format!(
@@ -456,7 +496,7 @@ impl DeviceEvaluator for PythonEvaluator {
                 program: self.setup.python.clone(),
                 args: vec!["test.py".into()],
                 cwd: folder.to_path_buf(),
-                env: child_environment(std::env::vars_os(), &self.slot.set, &self.slot.unset),
+                env: self.slot.pin.child_environment(std::env::vars_os(), &[]),
                 log_path: log.clone(),
                 protocol: false,
                 label: format!("test.py on device {}", self.device),
@@ -689,5 +729,68 @@ mod tests {
         assert!(!verdict.passed);
         assert_eq!(verdict.reason.as_deref(), Some(reason.as_str()));
         assert!(actors::model::is_tampering(&reason));
+    }
+
+    /// The evaluator's log is read from its end, asynchronously, and whatever bytes a kernel
+    /// printed into it: a start failure still quotes its last lines.
+    #[test]
+    fn a_start_failure_quotes_the_end_of_the_log_whatever_was_printed_before() {
+        let temp = tempfile::tempdir().unwrap();
+        let script = temp.path().join("evaluator.sh");
+        std::fs::write(
+            &script,
+            "printf 'noise \\377\\376\\n'\necho 'ModuleNotFoundError: No module named torch'\nexit 2\n",
+        )
+        .unwrap();
+        let folder = temp.path().join("devices/0");
+        std::fs::create_dir_all(&folder).unwrap();
+        let setup = EvaluatorSetup {
+            python: PathBuf::from("/bin/sh"),
+            script,
+            kernel_dir: temp.path().to_path_buf(),
+            config: EvaluatorConfig {
+                allowlist: temp.path().join("allowlist.yaml"),
+                dtype: None,
+                atol: None,
+                rtol: None,
+                seeds: 3,
+                benchmark_warmup: 1,
+                benchmark_repeat: 1,
+                l2_flush_bytes: None,
+            },
+            startup_deadline: Duration::from_secs(30),
+            kill_grace: Duration::from_millis(200),
+        };
+        let pin = crate::devices::Device {
+            id: 0,
+            name: "noop".into(),
+            kind: crate::devices::DeviceKind::Noop,
+            spec: None,
+        }
+        .pin();
+        let job = EvalJob {
+            candidate: actors::model::CandidateId(1),
+            source: actors::model::KernelSource::new("def kernel_function(x):\n    return x\n"),
+            folder: temp.path().join("candidates/1"),
+            deadline: Duration::from_secs(30),
+        };
+        actix::System::new().block_on(async {
+            let watchdog = crate::profiling::standalone_watchdog(Duration::from_millis(200));
+            let mut evaluator =
+                PythonEvaluator::new(Rc::new(setup), DeviceSlot { folder, pin }, watchdog);
+            let Err(EvalError::Start(message)) = evaluator.verify(&job).await else {
+                panic!("a script that exits at once cannot start")
+            };
+            assert!(
+                message.starts_with("the evaluator exited before it was ready; the end of "),
+                "{message}"
+            );
+            assert!(
+                message.ends_with(
+                    ":\nnoise \u{FFFD}\u{FFFD}\nModuleNotFoundError: No module named torch"
+                ),
+                "{message}"
+            );
+        });
     }
 }

@@ -1,7 +1,7 @@
 //! The messages between kactors and its per-device evaluator child (`templates/evaluator.py`,
-//! or `templates/standin_evaluator.py` in CI): line-delimited JSON, requests on the child's file
-//! descriptor 3, replies on its descriptor 4. docs/evaluator-protocol.md is the contract; these
-//! are its Rust types.
+//! or `tests/fixtures/standin_evaluator.py` in CI): line-delimited JSON, requests on the
+//! child's file descriptor 3, replies on its descriptor 4. docs/evaluator-protocol.md is the
+//! contract; these are its Rust types.
 //!
 //! Replies are read in two steps, never with untagged enums: a small header says what a line is
 //! (`type`, and for a reply `ok`), then the line is read again as the struct that the header and

@@ -5,43 +5,97 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ProviderError, error_from_status, unreadable_reply};
+use super::attempt::{ProviderError, WireFormat, error_from_status, unreadable_reply};
 use super::request::{ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningRequest};
 
 pub const API_VERSION: &str = "2023-06-01";
 pub const MESSAGES_PATH: &str = "/v1/messages";
 
-/// The request body: max_tokens exactly as configured, temperature only when the settings
-/// send it, thinking or effort only when asked for and supported.
-pub fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
-    let messages: Vec<Value> = request
-        .messages
-        .iter()
-        .map(|message| json!({"role": message.role.wire_name(), "content": message.content}))
-        .collect();
-    let mut body = json!({
-        "model": settings.model,
-        "max_tokens": settings.max_tokens,
-        "messages": messages,
-    });
-    if !request.system.is_empty() {
-        body["system"] = json!(request.system);
+/// The Messages API's wire format.
+#[derive(Debug)]
+pub struct Anthropic;
+
+impl WireFormat for Anthropic {
+    fn path(&self) -> &'static str {
+        MESSAGES_PATH
     }
-    if let Some(temperature) = settings.temperature_to_send() {
-        body["temperature"] = json!(temperature);
+
+    fn auth_header(&self, key: &str) -> (&'static str, String) {
+        ("x-api-key", key.to_string())
     }
-    match settings.reasoning_to_send() {
-        Some(ReasoningRequest::AnthropicThinking { budget_tokens }) => {
-            body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[("anthropic-version", API_VERSION)]
+    }
+
+    /// The request body: max_tokens exactly as configured, temperature only when the settings
+    /// send it, thinking or effort only when asked for and supported.
+    fn build_body(&self, settings: &LlmSettings, request: &ChatRequest) -> Value {
+        let messages: Vec<Value> = request
+            .messages
+            .iter()
+            .map(|message| json!({"role": message.role.wire_name(), "content": message.content}))
+            .collect();
+        let mut body = json!({
+            "model": settings.model,
+            "max_tokens": settings.max_tokens,
+            "messages": messages,
+        });
+        if !request.system.is_empty() {
+            body["system"] = json!(request.system);
         }
-        Some(ReasoningRequest::AnthropicEffort { effort }) => {
-            body["thinking"] = json!({"type": "adaptive"});
-            body["output_config"] = json!({"effort": effort});
+        if let Some(temperature) = settings.temperature_to_send() {
+            body["temperature"] = json!(temperature);
         }
-        Some(ReasoningRequest::OpenAiEffort { .. }) | None => {}
+        match settings.reasoning_to_send() {
+            Some(ReasoningRequest::AnthropicThinking { budget_tokens }) => {
+                body["thinking"] = json!({"type": "enabled", "budget_tokens": budget_tokens});
+            }
+            Some(ReasoningRequest::AnthropicEffort { effort }) => {
+                body["thinking"] = json!({"type": "adaptive"});
+                body["output_config"] = json!({"effort": effort});
+            }
+            Some(ReasoningRequest::OpenAiEffort { .. }) | None => {}
+        }
+        body
     }
-    body
+
+    /// Reads an answer: the text blocks in order (thinking blocks, which may come first, are
+    /// skipped by type), truncated when the model stopped at max_tokens.
+    fn parse_reply(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &str,
+    ) -> Result<ChatReply, ProviderError> {
+        if !status.is_success() {
+            return Err(error_from_status(
+                Provider::Anthropic,
+                status,
+                headers,
+                body,
+            ));
+        }
+        let response: MessageResponse = serde_json::from_str(body)
+            .map_err(|error| unreadable_reply(Provider::Anthropic, status, &error, body))?;
+        let text = response
+            .content
+            .iter()
+            .filter(|block| block.kind == "text")
+            .filter_map(|block| block.text.as_deref())
+            .collect::<Vec<_>>()
+            .concat();
+        let truncated = matches!(
+            response.stop_reason.as_deref(),
+            Some("max_tokens" | "model_context_window_exceeded")
+        );
+        Ok(ChatReply {
+            text,
+            truncated,
+            usage: reported_usage(response.usage.as_ref(), "input_tokens", "output_tokens"),
+        })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -59,47 +113,12 @@ struct ContentBlock {
     text: Option<String>,
 }
 
-/// Reads an answer: the text blocks in order (thinking blocks, which may come first, are
-/// skipped by type), truncated when the model stopped at max_tokens.
-pub fn parse_reply(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &str,
-) -> Result<ChatReply, ProviderError> {
-    if !status.is_success() {
-        return Err(error_from_status(
-            Provider::Anthropic,
-            status,
-            headers,
-            body,
-        ));
-    }
-    let response: MessageResponse = serde_json::from_str(body)
-        .map_err(|error| unreadable_reply(Provider::Anthropic, status, &error, body))?;
-    let text = response
-        .content
-        .iter()
-        .filter(|block| block.kind == "text")
-        .filter_map(|block| block.text.as_deref())
-        .collect::<Vec<_>>()
-        .concat();
-    let truncated = matches!(
-        response.stop_reason.as_deref(),
-        Some("max_tokens" | "model_context_window_exceeded")
-    );
-    Ok(ChatReply {
-        text,
-        truncated,
-        usage: reported_usage(response.usage.as_ref(), "input_tokens", "output_tokens"),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::llm::http::RetryCause;
+    use crate::llm::attempt::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 
@@ -132,7 +151,7 @@ mod tests {
 
     #[test]
     fn body_carries_model_system_messages_and_max_tokens() {
-        let body = build_body(
+        let body = Anthropic.build_body(
             &settings(RawLlmConfig {
                 keys: LlmKeys {
                     max_tokens: Some(50_000),
@@ -164,7 +183,7 @@ mod tests {
         high_reasoning_effort: bool,
         expected: Value,
     ) {
-        let body = build_body(
+        let body = Anthropic.build_body(
             &settings(RawLlmConfig {
                 high_reasoning_effort,
                 keys: LlmKeys {
@@ -222,7 +241,7 @@ mod tests {
 
     #[test]
     fn empty_system_prompt_is_left_out() {
-        let body = build_body(
+        let body = Anthropic.build_body(
             &settings(model("claude-haiku-4-5")),
             &ChatRequest {
                 system: String::new(),
@@ -233,7 +252,7 @@ mod tests {
     }
 
     fn parse(status: u16, body: &str) -> Result<ChatReply, ProviderError> {
-        parse_reply(
+        Anthropic.parse_reply(
             StatusCode::from_u16(status).unwrap(),
             &HeaderMap::new(),
             body,
@@ -331,12 +350,13 @@ mod tests {
     fn rate_limit_reply_carries_retry_after() {
         let mut headers = HeaderMap::new();
         headers.insert("retry-after", "17".parse().unwrap());
-        let error = parse_reply(
-            StatusCode::TOO_MANY_REQUESTS,
-            &headers,
-            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
-        )
-        .unwrap_err();
+        let error = Anthropic
+            .parse_reply(
+                StatusCode::TOO_MANY_REQUESTS,
+                &headers,
+                r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+            )
+            .unwrap_err();
         assert!(matches!(
             error,
             ProviderError::Retryable {

@@ -1,251 +1,20 @@
-//! One HTTP attempt at a provider, and the classification of what went wrong.
+//! One HTTP attempt at a provider, in the provider's wire format.
 
-use std::fmt;
 use std::future::Future;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use reqwest::StatusCode;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
+use reqwest::header::{HeaderName, HeaderValue};
 
+use super::anthropic::Anthropic;
+use super::attempt::{ChatProvider, ProviderError, RetryCause, WireFormat};
+use super::openai::OpenAi;
 use super::request::{ChatReply, ChatRequest};
-use super::retry::{delay_from_seconds, parse_retry_after};
 use super::settings::{LlmSettings, Provider};
-use super::{anthropic, openai};
-
-/// Server text kept in an error message; enough to diagnose, short enough for a journal line.
-const MAX_ERROR_BODY_CHARS: usize = 500;
 
 /// The most of a reply's body that is read. The largest answer a model can give (128k output
 /// tokens, thinking included, at a few bytes a token, JSON-escaped) stays far below it; a server
 /// that sends more is broken, and reading it whole could exhaust memory.
 const MAX_REPLY_BYTES: usize = 32 * 1024 * 1024;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RetryCause {
-    Status(u16),
-    Connection,
-    Timeout,
-}
-
-impl fmt::Display for RetryCause {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RetryCause::Status(status) => write!(f, "status {status}"),
-            RetryCause::Connection => f.write_str("connection error"),
-            RetryCause::Timeout => f.write_str("timed out"),
-        }
-    }
-}
-
-/// Why one attempt failed, classified by what should happen next.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum ProviderError {
-    /// Worth another attempt after a wait: 429, 500, 502, 503, 504, 529, connection errors
-    /// and timeouts.
-    #[error("{provider} request failed ({cause}): {message}")]
-    Retryable {
-        provider: Provider,
-        cause: RetryCause,
-        retry_after: Option<Duration>,
-        message: String,
-    },
-    /// The request itself is wrong (400 and the other 4xx, an unreadable answer): sending it
-    /// again would fail again.
-    #[error("{provider} rejected the request (status {}): {message}", display_status(*.status))]
-    Fatal {
-        provider: Provider,
-        status: Option<u16>,
-        message: String,
-    },
-    /// 401 or 403: every later request would fail the same way, so the run stops.
-    #[error("{provider} rejected the API key (status {status}): {message}; check {env_var}")]
-    Auth {
-        provider: Provider,
-        status: u16,
-        message: String,
-        env_var: &'static str,
-    },
-}
-
-fn display_status(status: Option<u16>) -> String {
-    status.map_or_else(|| "none".to_string(), |status| status.to_string())
-}
-
-impl ProviderError {
-    fn with_provider(self, actual: Provider) -> ProviderError {
-        match self {
-            ProviderError::Retryable {
-                cause,
-                retry_after,
-                message,
-                ..
-            } => ProviderError::Retryable {
-                provider: actual,
-                cause,
-                retry_after,
-                message,
-            },
-            ProviderError::Fatal {
-                status, message, ..
-            } => ProviderError::Fatal {
-                provider: actual,
-                status,
-                message,
-            },
-            ProviderError::Auth {
-                status,
-                message,
-                env_var,
-                ..
-            } => ProviderError::Auth {
-                provider: actual,
-                status,
-                message,
-                env_var,
-            },
-        }
-    }
-
-    fn map_message(self, scrub: impl Fn(&str) -> String) -> ProviderError {
-        match self {
-            ProviderError::Retryable {
-                provider,
-                cause,
-                retry_after,
-                message,
-            } => ProviderError::Retryable {
-                provider,
-                cause,
-                retry_after,
-                message: scrub(&message),
-            },
-            ProviderError::Fatal {
-                provider,
-                status,
-                message,
-            } => ProviderError::Fatal {
-                provider,
-                status,
-                message: scrub(&message),
-            },
-            ProviderError::Auth {
-                provider,
-                status,
-                message,
-                env_var,
-            } => ProviderError::Auth {
-                provider,
-                status,
-                message: scrub(&message),
-                env_var,
-            },
-        }
-    }
-}
-
-/// Both Anthropic (`{"type":"error","error":{...}}`) and OpenAI (`{"error":{...}}`) put the
-/// error's type and message under `error`.
-#[derive(Debug, Deserialize)]
-struct ErrorEnvelope {
-    error: ErrorDetail,
-}
-
-#[derive(Debug, Deserialize)]
-struct ErrorDetail {
-    #[serde(rename = "type")]
-    kind: Option<String>,
-    message: Option<String>,
-}
-
-fn error_message(body: &str) -> String {
-    let detail = serde_json::from_str::<ErrorEnvelope>(body)
-        .ok()
-        .and_then(
-            |envelope| match (envelope.error.kind, envelope.error.message) {
-                (Some(kind), Some(message)) => Some(format!("{kind}: {message}")),
-                (None, Some(message)) => Some(message),
-                (Some(kind), None) => Some(kind),
-                (None, None) => None,
-            },
-        );
-    detail.unwrap_or_else(|| body_excerpt(body))
-}
-
-fn body_excerpt(body: &str) -> String {
-    let trimmed = body.trim();
-    if trimmed.is_empty() {
-        return "empty body".to_string();
-    }
-    let mut excerpt: String = trimmed.chars().take(MAX_ERROR_BODY_CHARS).collect();
-    if trimmed.chars().count() > MAX_ERROR_BODY_CHARS {
-        excerpt.push('…');
-    }
-    excerpt
-}
-
-/// `retry-after-ms` (sent by OpenAI) wins over `retry-after` (seconds or an HTTP date).
-fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-    if let Some(delay) = header("retry-after-ms")
-        .and_then(|value| value.trim().parse::<f64>().ok())
-        .and_then(|milliseconds| delay_from_seconds(milliseconds / 1000.0))
-    {
-        return Some(delay);
-    }
-    parse_retry_after(header("retry-after")?, now)
-}
-
-/// Classifies a non-success answer.
-pub(super) fn error_from_status(
-    provider: Provider,
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &str,
-) -> ProviderError {
-    let code = status.as_u16();
-    let message = error_message(body);
-    match code {
-        429 | 500 | 502 | 503 | 504 | 529 => ProviderError::Retryable {
-            provider,
-            cause: RetryCause::Status(code),
-            retry_after: retry_after(headers, SystemTime::now()),
-            message,
-        },
-        401 | 403 => ProviderError::Auth {
-            provider,
-            status: code,
-            message,
-            env_var: provider.key_env_var().unwrap_or("the provider's API key"),
-        },
-        _ => ProviderError::Fatal {
-            provider,
-            status: Some(code),
-            message,
-        },
-    }
-}
-
-pub(super) fn unreadable_reply(
-    provider: Provider,
-    status: StatusCode,
-    error: &serde_json::Error,
-    body: &str,
-) -> ProviderError {
-    ProviderError::Fatal {
-        provider,
-        status: Some(status.as_u16()),
-        message: format!("unreadable reply ({error}): {}", body_excerpt(body)),
-    }
-}
-
-/// One attempt at answering a request; the retry loop and the broker work against this.
-pub trait ChatProvider {
-    fn send_once(
-        &self,
-        request: &ChatRequest,
-    ) -> impl Future<Output = Result<ChatReply, ProviderError>> + Send;
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpProviderError {
@@ -262,6 +31,7 @@ pub enum HttpProviderError {
 pub struct HttpProvider {
     client: reqwest::Client,
     settings: LlmSettings,
+    wire: &'static dyn WireFormat,
     endpoint: String,
     /// Built once, marked sensitive so reqwest's Debug output never shows it.
     auth_header: Option<(HeaderName, HeaderValue)>,
@@ -269,25 +39,19 @@ pub struct HttpProvider {
 
 impl HttpProvider {
     pub fn new(settings: LlmSettings) -> Result<HttpProvider, HttpProviderError> {
-        let (path, auth_name) = match settings.provider {
-            Provider::Anthropic => (anthropic::MESSAGES_PATH, "x-api-key"),
-            Provider::OpenAi | Provider::OpenAiCompatible => {
-                (openai::CHAT_COMPLETIONS_PATH, "authorization")
-            }
+        let wire: &'static dyn WireFormat = match settings.provider {
+            Provider::Anthropic => &Anthropic,
+            Provider::OpenAi | Provider::OpenAiCompatible => &OpenAi,
             Provider::Replay => return Err(HttpProviderError::NotHttp(Provider::Replay)),
         };
         let base_url = settings
             .base_url
             .as_deref()
             .ok_or(HttpProviderError::NotHttp(settings.provider))?;
-        let endpoint = format!("{base_url}{path}");
+        let endpoint = format!("{base_url}{}", wire.path());
         let auth_header = match &settings.api_key {
             Some(key) => {
-                let value = if settings.provider == Provider::Anthropic {
-                    key.expose().to_string()
-                } else {
-                    format!("Bearer {}", key.expose())
-                };
+                let (auth_name, value) = wire.auth_header(key.expose());
                 let mut value =
                     HeaderValue::from_str(&value).map_err(|_| HttpProviderError::InvalidKey {
                         env_var: settings.provider.key_env_var().unwrap_or("the API key"),
@@ -306,6 +70,7 @@ impl HttpProvider {
         Ok(HttpProvider {
             client,
             settings,
+            wire,
             endpoint,
             auth_header,
         })
@@ -321,18 +86,15 @@ impl HttpProvider {
 
     /// The request body as it will be sent, for the journal.
     pub fn body(&self, request: &ChatRequest) -> serde_json::Value {
-        match self.settings.provider {
-            Provider::Anthropic => anthropic::build_body(&self.settings, request),
-            _ => openai::build_body(&self.settings, request),
-        }
+        self.wire.build_body(&self.settings, request)
     }
 
     /// One attempt, bounded by request_timeout_s from connecting to the last byte.
     pub async fn send_once(&self, request: &ChatRequest) -> Result<ChatReply, ProviderError> {
         let provider = self.settings.provider;
         let mut builder = self.client.post(&self.endpoint).json(&self.body(request));
-        if provider == Provider::Anthropic {
-            builder = builder.header("anthropic-version", anthropic::API_VERSION);
+        for (name, value) in self.wire.fixed_headers() {
+            builder = builder.header(*name, *value);
         }
         if let Some((name, value)) = &self.auth_header {
             builder = builder.header(name.clone(), value.clone());
@@ -345,10 +107,7 @@ impl HttpProvider {
             let status = response.status();
             let headers = response.headers().clone();
             let body = read_body(provider, response, MAX_REPLY_BYTES).await?;
-            match provider {
-                Provider::Anthropic => anthropic::parse_reply(status, &headers, &body),
-                _ => openai::parse_reply(status, &headers, &body),
-            }
+            self.wire.parse_reply(status, &headers, &body)
         }
         .await;
         outcome.map_err(|error| {
@@ -1240,38 +999,5 @@ mod tests {
             HttpProvider::new(settings),
             Err(HttpProviderError::NotHttp(Provider::Replay))
         ));
-    }
-
-    #[test]
-    fn retry_after_headers() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_445_412_480);
-        let mut headers = HeaderMap::new();
-        assert_eq!(retry_after(&headers, now), None);
-        headers.insert(
-            "retry-after",
-            "Wed, 21 Oct 2015 07:28:30 GMT".parse().unwrap(),
-        );
-        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(30)));
-        headers.insert("retry-after-ms", "1500".parse().unwrap());
-        assert_eq!(
-            retry_after(&headers, now),
-            Some(Duration::from_millis(1500))
-        );
-        headers.insert("retry-after-ms", "1e300".parse().unwrap());
-        assert_eq!(retry_after(&headers, now), Some(Duration::MAX));
-        headers.insert("retry-after-ms", "NaN".parse().unwrap());
-        assert_eq!(retry_after(&headers, now), Some(Duration::from_secs(30)));
-    }
-
-    #[test]
-    fn error_messages_fall_back_to_the_body() {
-        assert_eq!(error_message(""), "empty body");
-        assert_eq!(error_message("bad gateway"), "bad gateway");
-        assert_eq!(error_message(r#"{"error":{"message":"m"}}"#), "m");
-        let long = "x".repeat(2 * MAX_ERROR_BODY_CHARS);
-        assert_eq!(
-            error_message(&long).chars().count(),
-            MAX_ERROR_BODY_CHARS + 1
-        );
     }
 }

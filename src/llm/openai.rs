@@ -6,11 +6,82 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::http::{ProviderError, error_from_status, unreadable_reply};
+use super::attempt::{ProviderError, WireFormat, error_from_status, unreadable_reply};
 use super::request::{ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningKind, ReasoningRequest};
 
 pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
+
+/// Chat Completions' wire format, OpenAI's and every compatible server's.
+#[derive(Debug)]
+pub struct OpenAi;
+
+impl WireFormat for OpenAi {
+    fn path(&self) -> &'static str {
+        CHAT_COMPLETIONS_PATH
+    }
+
+    fn auth_header(&self, key: &str) -> (&'static str, String) {
+        ("authorization", format!("Bearer {key}"))
+    }
+
+    fn fixed_headers(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
+
+    fn build_body(&self, settings: &LlmSettings, request: &ChatRequest) -> Value {
+        let system = (!request.system.is_empty())
+            .then(|| json!({"role": "system", "content": request.system}));
+        let messages: Vec<Value> = system
+            .into_iter()
+            .chain(request.messages.iter().map(
+                |message| json!({"role": message.role.wire_name(), "content": message.content}),
+            ))
+            .collect();
+        let mut body = json!({
+            "model": settings.model,
+            "messages": messages,
+        });
+        body[max_tokens_field(settings)] = json!(settings.max_tokens);
+        if let Some(temperature) = settings.temperature_to_send() {
+            body["temperature"] = json!(temperature);
+        }
+        if let Some(ReasoningRequest::OpenAiEffort { effort }) = settings.reasoning_to_send() {
+            body["reasoning_effort"] = json!(effort);
+        }
+        body
+    }
+
+    /// Reads the first choice; `finish_reason: "length"` means the answer hit the token limit.
+    fn parse_reply(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        body: &str,
+    ) -> Result<ChatReply, ProviderError> {
+        if !status.is_success() {
+            return Err(error_from_status(Provider::OpenAi, status, headers, body));
+        }
+        let response: CompletionResponse = serde_json::from_str(body)
+            .map_err(|error| unreadable_reply(Provider::OpenAi, status, &error, body))?;
+        let Some(choice) = response.choices.into_iter().next() else {
+            return Err(ProviderError::Fatal {
+                provider: Provider::OpenAi,
+                status: Some(status.as_u16()),
+                message: "reply has no choices".to_string(),
+            });
+        };
+        Ok(ChatReply {
+            text: choice.message.content.unwrap_or_default(),
+            truncated: choice.finish_reason.as_deref() == Some("length"),
+            usage: reported_usage(
+                response.usage.as_ref(),
+                "prompt_tokens",
+                "completion_tokens",
+            ),
+        })
+    }
+}
 
 /// OpenAI's reasoning models reject `max_tokens` and OpenAI deprecates it everywhere in
 /// favour of `max_completion_tokens`; OpenAI-compatible servers all know `max_tokens`.
@@ -22,30 +93,6 @@ fn max_tokens_field(settings: &LlmSettings) -> &'static str {
     } else {
         "max_tokens"
     }
-}
-
-pub fn build_body(settings: &LlmSettings, request: &ChatRequest) -> Value {
-    let system =
-        (!request.system.is_empty()).then(|| json!({"role": "system", "content": request.system}));
-    let messages: Vec<Value> =
-        system
-            .into_iter()
-            .chain(request.messages.iter().map(
-                |message| json!({"role": message.role.wire_name(), "content": message.content}),
-            ))
-            .collect();
-    let mut body = json!({
-        "model": settings.model,
-        "messages": messages,
-    });
-    body[max_tokens_field(settings)] = json!(settings.max_tokens);
-    if let Some(temperature) = settings.temperature_to_send() {
-        body["temperature"] = json!(temperature);
-    }
-    if let Some(ReasoningRequest::OpenAiEffort { effort }) = settings.reasoning_to_send() {
-        body["reasoning_effort"] = json!(effort);
-    }
-    body
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,39 +113,10 @@ struct ChoiceMessage {
     content: Option<String>,
 }
 
-/// Reads the first choice; `finish_reason: "length"` means the answer hit the token limit.
-pub fn parse_reply(
-    status: StatusCode,
-    headers: &HeaderMap,
-    body: &str,
-) -> Result<ChatReply, ProviderError> {
-    if !status.is_success() {
-        return Err(error_from_status(Provider::OpenAi, status, headers, body));
-    }
-    let response: CompletionResponse = serde_json::from_str(body)
-        .map_err(|error| unreadable_reply(Provider::OpenAi, status, &error, body))?;
-    let Some(choice) = response.choices.into_iter().next() else {
-        return Err(ProviderError::Fatal {
-            provider: Provider::OpenAi,
-            status: Some(status.as_u16()),
-            message: "reply has no choices".to_string(),
-        });
-    };
-    Ok(ChatReply {
-        text: choice.message.content.unwrap_or_default(),
-        truncated: choice.finish_reason.as_deref() == Some("length"),
-        usage: reported_usage(
-            response.usage.as_ref(),
-            "prompt_tokens",
-            "completion_tokens",
-        ),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::http::RetryCause;
+    use crate::llm::attempt::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
 
@@ -127,7 +145,7 @@ mod tests {
 
     #[test]
     fn reasoning_model_body() {
-        let body = build_body(
+        let body = OpenAi.build_body(
             &settings(RawLlmConfig {
                 high_reasoning_effort: true,
                 keys: LlmKeys {
@@ -155,14 +173,14 @@ mod tests {
 
     #[test]
     fn reasoning_effort_only_when_asked() {
-        let body = build_body(&settings(model("o4-mini")), &request());
+        let body = OpenAi.build_body(&settings(model("o4-mini")), &request());
         assert!(body.get("reasoning_effort").is_none());
         assert!(body.get("temperature").is_none());
     }
 
     #[test]
     fn classic_model_body_sends_temperature_once() {
-        let body = build_body(
+        let body = OpenAi.build_body(
             &settings(RawLlmConfig {
                 high_reasoning_effort: true,
                 keys: LlmKeys {
@@ -182,7 +200,7 @@ mod tests {
 
     #[test]
     fn compatible_server_body_uses_max_tokens() {
-        let body = build_body(
+        let body = OpenAi.build_body(
             &settings(RawLlmConfig {
                 keys: LlmKeys {
                     base_url: Some("http://127.0.0.1:8000/v1".to_string()),
@@ -200,7 +218,7 @@ mod tests {
     }
 
     fn parse(status: u16, body: &str) -> Result<ChatReply, ProviderError> {
-        parse_reply(
+        OpenAi.parse_reply(
             StatusCode::from_u16(status).unwrap(),
             &HeaderMap::new(),
             body,

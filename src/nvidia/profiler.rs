@@ -14,10 +14,11 @@ use super::ncu::{
 };
 use super::ncu_csv::parse_ncu_csv;
 use super::profile::{NcuFailure, NvidiaProfile, is_permanent, summarize};
+use crate::devices::Pin;
 use crate::profiling::{
-    DeviceEnv, PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport,
-    ProfileTarget, ProfilerSetup, create_profile_dir, error_chain, is_executable_file,
-    read_kernels_out, roofline_analysis, run_pass, with_log_tail,
+    PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
+    ProfilerSetup, create_profile_dir, error_chain, is_executable_file, read_kernels_out,
+    roofline_analysis, run_pass, with_log_tail,
 };
 
 /// ncu's report inside the ncu pass's folder (its `--log-file`).
@@ -48,7 +49,7 @@ impl NcuProfileFailure {
 /// One profile's invariants: where it runs and what its invocations share.
 struct NcuRun<'a> {
     target: &'a ProfileTarget,
-    pin: &'a DeviceEnv,
+    pin: &'a Pin,
     profile_dir: PathBuf,
     /// Shared by the profile's invocations, so that only the first compiles.
     triton_cache: PathBuf,

@@ -3,12 +3,11 @@
 //! error text the profilers and the checks share.
 
 use std::error::Error;
-use std::io::{self, SeekFrom};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
-
 use super::absolute;
+use crate::process::log_tail;
 
 /// An error and its sources, joined by ": ".
 pub fn error_chain(error: &dyn Error) -> String {
@@ -22,34 +21,14 @@ pub fn error_chain(error: &dyn Error) -> String {
     message
 }
 
-/// How many lines of a child's log a failure message quotes.
-const TAIL_LINES: usize = 12;
-/// How much of the end of a log is read to find them.
-const TAIL_BYTES: u64 = 4096;
-
 /// `reason`, then the last lines of the log at `path`, if it has any.
 pub async fn with_log_tail(reason: &str, path: &Path) -> String {
     match log_tail(path).await {
-        Ok(tail) if !tail.is_empty() => format!("{reason}; {} ends: {tail}", path.display()),
+        Ok(tail) if !tail.is_empty() => {
+            format!("{reason}; {} ends: {}", path.display(), tail.join(" | "))
+        }
         _ => reason.to_string(),
     }
-}
-
-/// The last non-empty lines of a log, joined by " | ".
-async fn log_tail(path: &Path) -> io::Result<String> {
-    let mut file = tokio::fs::File::open(path).await?;
-    let length = file.metadata().await?.len();
-    file.seek(SeekFrom::Start(length.saturating_sub(TAIL_BYTES)))
-        .await?;
-    let mut end = Vec::new();
-    file.read_to_end(&mut end).await?;
-    let text = String::from_utf8_lossy(&end);
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim_end)
-        .filter(|line| !line.is_empty())
-        .collect();
-    Ok(lines[lines.len().saturating_sub(TAIL_LINES)..].join(" | "))
 }
 
 /// The names of the Triton kernels the wrapper's measured call launched (its `--kernels-out`).

@@ -19,10 +19,11 @@ use super::profile::{RocmProfile, RocmProfileError, read_counter_pass, read_timi
 use super::rocm_roofline::RocmPeaks;
 use super::rocprof_cli::{RocprofCapabilities, counter_pass_args, timing_pass_args};
 use super::selection::KernelsUnderTest;
+use crate::devices::Pin;
 use crate::profiling::{
-    DeviceEnv, PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport,
-    ProfileTarget, ProfilerSetup, RooflineThresholds, create_profile_dir, error_chain,
-    is_executable_file, read_kernels_out, roofline_analysis, run_pass, with_log_tail,
+    PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
+    ProfilerSetup, RooflineThresholds, create_profile_dir, error_chain, is_executable_file,
+    read_kernels_out, roofline_analysis, run_pass, with_log_tail,
 };
 
 const KERNELS_OUT: &str = "kernels.json";
@@ -119,7 +120,7 @@ struct Progress {
 /// One profile's invariants: where it runs and what every pass shares.
 struct ProfileRun<'a> {
     target: &'a ProfileTarget,
-    pin: &'a DeviceEnv,
+    pin: &'a Pin,
     profile_dir: PathBuf,
     /// Shared by every pass of the profile, so that only the first compiles.
     triton_cache: PathBuf,

@@ -9,7 +9,7 @@ use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences}
 use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel, Verdict};
 use crate::ports::{EvalError, EvalJob, ProfileError, ProfileJob};
-use crate::supervisor::RestartWorker;
+use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
 
@@ -106,7 +106,7 @@ impl Manager {
                 "the worker stopped while evaluating (its handler panicked or its mailbox closed)"
                     .into(),
         });
-        let restart = self.supervisor.send(RestartWorker {
+        let restart = self.supervisor.restart.send(RestartWorker {
             device: evaluation.device,
             dead,
         });

@@ -1,0 +1,47 @@
+//! What the Manager tells the Supervisor, and how it reaches it: the Supervisor imports the
+//! Manager and starts it with a `SupervisorLink` of recipients, so the Manager never names the
+//! Supervisor.
+
+use actix::prelude::*;
+
+use crate::gpu_worker::GpuWorker;
+use crate::journal::RunOutcome;
+use crate::model::{DeviceId, RankedKernel};
+use crate::search_state::SearchState;
+
+/// Sent by the Manager when the search is over, for whatever reason.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RunDone {
+    pub outcome: RunOutcome,
+    pub reason: String,
+    pub best: Option<RankedKernel>,
+    pub initial_ms: Option<f64>,
+    pub search: Option<SearchState>,
+}
+
+/// A worker's mailbox closed; answered with its replacement, or why there is none.
+#[derive(Message)]
+#[rtype(result = "Result<Addr<GpuWorker>, String>")]
+pub struct RestartWorker {
+    pub device: DeviceId,
+    pub dead: Addr<GpuWorker>,
+}
+
+/// The Manager's actor is gone without having finished the run (a handler panicked): its guard
+/// says so as it is dropped.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ManagerDied {
+    pub message: String,
+}
+
+/// The Supervisor as the Manager sees it: where each of its messages goes.
+#[derive(Clone)]
+pub struct SupervisorLink {
+    pub done: Recipient<RunDone>,
+    pub restart: Recipient<RestartWorker>,
+    pub died: Recipient<ManagerDied>,
+    /// A child failed for want of disk space: the same stop as a record that cannot be written.
+    pub records_failed: Recipient<crate::collector::RecordsFailed>,
+}

@@ -8,6 +8,7 @@ mod check;
 mod devices;
 mod profile;
 mod report;
+mod resume;
 mod run;
 mod settings;
 mod strategies;
@@ -54,6 +55,7 @@ pub fn execute(cli: Cli) -> i32 {
     let json = cli.command.json();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Resume(args) => resume::resume(args),
         Command::Strategies(args) => strategies::strategies(args).map(|()| exit::SUCCESS),
         Command::Devices(args) => devices::devices(args).map(|()| exit::SUCCESS),
         Command::Profile(args) => profile::profile(args),

@@ -16,7 +16,9 @@ use crate::model::{
 };
 use crate::profile::KernelProfile;
 
+mod history;
 mod reading;
+pub use history::{History, history};
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
 pub const SCHEMA_VERSION: u32 = 2;
@@ -385,6 +387,29 @@ pub enum Event {
     },
     Interrupted {
         signal: String,
+    },
+    /// This process takes up a run an earlier one left (killed, interrupted, stopped): the
+    /// search is the fold of the records before this one.
+    RunResumed {
+        /// What the previous process's journal says of its end: `killed` (no `run_finished`),
+        /// or the outcome and reason it finished with.
+        previous_end: String,
+        /// Seconds from the journal's last record to this resume: not counted in max_time.
+        gap_s: f64,
+        /// The candidates on a device when the previous process ended: evaluated again, except
+        /// one that was in flight at the death before too.
+        in_flight: Vec<CandidateId>,
+        /// The LLM requests without a reply when it ended: sent again, or answered from a reply
+        /// kept on disk (`recovered`).
+        pending_requests: Vec<String>,
+        recovered: Vec<String>,
+        /// Process groups of the dead process's children found still running, and ended.
+        orphans_ended: u32,
+        /// The journal's last line was torn (the process died writing it) and was cut off.
+        torn_line: bool,
+        /// What `--force` let change since the run started: settings, kernel files.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        forced_changes: Vec<String>,
     },
     /// A limit of the run (max_time) was reached: no more proposals are taken and those in
     /// flight are cancelled; the evaluations in flight may end (`evaluations_cancelled` false)

@@ -7,8 +7,10 @@
 
 mod devices;
 mod llm;
+mod resume;
+mod time_limit;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -31,6 +33,8 @@ use crate::search_state::{Decision, SearchConfig, SearchState};
 use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 
 pub use crate::search_state::RECENT_LESSONS;
+pub use resume::{Resume, ResumeRun};
+pub use time_limit::TimeLimit;
 
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
@@ -55,6 +59,8 @@ pub struct ManagerSettings {
     pub requests_per_minute: Option<u32>,
     /// The most reflexions in flight at once (`reflexions_in_flight_for`).
     pub reflexions_in_flight: usize,
+    /// max_time, when the run has one.
+    pub time_limit: Option<TimeLimit>,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
@@ -161,6 +167,10 @@ pub struct Manager {
     dispatched_at: HashMap<(CandidateId, u32), SystemTime>,
     /// When each device gave its latest result: an evaluation queued behind another starts then.
     device_free_at: BTreeMap<DeviceId, SystemTime>,
+    /// Replies a resumed run found on disk, by request id, not yet used.
+    recovered: HashMap<String, LlmReply>,
+    /// When a run with max_time must be handed over, by the run's clock.
+    hand_over_by: Option<SystemTime>,
 }
 
 impl Manager {
@@ -193,6 +203,8 @@ impl Manager {
             asked_at: HashMap::new(),
             dispatched_at: HashMap::new(),
             device_free_at: BTreeMap::new(),
+            recovered: HashMap::new(),
+            hand_over_by: None,
         }
     }
 
@@ -333,6 +345,13 @@ impl Manager {
         if outcome != RunOutcome::Completed {
             self.cancel_requests(&reason, ctx);
         }
+        let (finale_device, skipped) = self.finale_device();
+        let reason = match (outcome, skipped) {
+            (RunOutcome::Completed, Some(skipped)) if best.is_some() => {
+                format!("{reason}; {skipped}")
+            }
+            _ => reason,
+        };
         self.done = Some(RunDone {
             outcome,
             reason,
@@ -340,7 +359,9 @@ impl Manager {
             initial_ms: initial.as_ref().map(|k| k.time_ms),
             search: None,
         });
-        let (RunOutcome::Completed, Some(best), Some(initial)) = (outcome, best, initial) else {
+        let (RunOutcome::Completed, Some(best), Some(initial), Some(device)) =
+            (outcome, best, initial, finale_device)
+        else {
             return;
         };
         let mut kernels = vec![(initial.id, initial.source)];
@@ -349,7 +370,6 @@ impl Manager {
                 kernels.push((member.id, member.source));
             }
         }
-        let device = self.settings.devices[0];
         let job = FinaleJob {
             kernels,
             profile_best: self.state.profiling() && !self.state.has_profile(best.id),
@@ -369,6 +389,27 @@ impl Manager {
             }
             .into_actor(self),
         );
+    }
+
+    /// The device the finale runs on: the first with nothing in flight (a run that reached
+    /// max_time may have evaluations still running). Or why there is no finale.
+    fn finale_device(&self) -> (Option<DeviceId>, Option<&'static str>) {
+        if let Some(why) = self.finale_would_overrun() {
+            return (None, Some(why));
+        }
+        let busy: BTreeSet<DeviceId> = self
+            .state
+            .in_flight()
+            .into_iter()
+            .filter_map(|id| self.state.placement(id).map(|(_, _, device)| device))
+            .collect();
+        match self.settings.devices.iter().find(|d| !busy.contains(d)) {
+            Some(device) => (Some(*device), None),
+            None => (
+                None,
+                Some("the finale was skipped: every device was still evaluating"),
+            ),
+        }
     }
 
     /// Journals every request in flight as cancelled, saying why.
@@ -435,6 +476,7 @@ impl Handler<StartRun> for Manager {
     type Result = ();
 
     fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) {
+        self.arm_time_limit(ctx);
         // The Supervisor journaled run_started: it is applied, not written again.
         let decisions = self.state.apply(&message.started);
         let mut inputs = Vec::new();

@@ -13,12 +13,14 @@
 //! Nothing here does I/O or reads a clock; decisions are data, and the same inputs always give
 //! the same state.
 
+mod asking;
 mod candidates;
 mod lessons;
 mod pace;
 mod pacing;
 mod preparation;
 mod requests;
+mod resume;
 #[cfg(test)]
 mod tests;
 
@@ -36,8 +38,9 @@ use crate::search::{Beam, Pacing, SearchSettings};
 use candidates::{Evaluation, ProposalReply};
 use pace::Pace;
 use pacing::Pacer;
-pub use requests::PendingRequest;
 use requests::Requests;
+pub use requests::{PendingRequest, exchange_files};
+pub use resume::TWICE_IN_FLIGHT;
 
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;
@@ -141,6 +144,8 @@ struct Candidate {
     launched_kernels: Vec<String>,
     /// How its last evaluated attempt ended, for its reflexion's lesson.
     outcome: Option<AttemptOutcome>,
+    /// How many proposals its parent got when it was asked for: its prompt says so.
+    proposals: u32,
 }
 
 impl Candidate {
@@ -158,6 +163,8 @@ struct Parent {
     profiling: bool,
     analysis: Option<Vec<AnalyzedBottleneck>>,
     analysing: bool,
+    /// The distinct bottlenecks its analysis asks for.
+    requested: u32,
     waiting: Vec<CandidateId>,
     /// The round it first became a parent in: its profile and analysis are that round's.
     round: u32,

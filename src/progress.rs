@@ -1,7 +1,13 @@
 //! What the person watching sees: with --json, every journal record as a JSON line on stdout;
-//! otherwise a few plain lines on stderr (per device what it is doing, rounds, the best time).
-//! Either stream may close while the run goes on: progress is then dropped, noted once in
-//! kactors.log, and the journal and report are written as ever.
+//! on a terminal, the live view's bars on stderr (`live.rs`, drawing what `board.rs` folds from
+//! the records); otherwise a few plain lines on stderr (per device what it is doing, rounds, the
+//! best time). Either stream may close while the run goes on: progress is then dropped, noted
+//! once in kactors.log, and the journal and report are written as ever.
+
+mod board;
+mod live;
+
+pub use live::{LogWriter, ProgressView, Styling, TerminalFacts};
 
 use std::io::Write;
 use std::time::SystemTime;

@@ -10,7 +10,7 @@ use actix::Actor;
 use actors::journal::{DeviceDescription, Event};
 use actors::manager::ManagerSettings;
 use actors::model::DeviceId;
-use actors::ports::{LlmProvider, ProgressSink};
+use actors::ports::LlmProvider;
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
@@ -22,7 +22,7 @@ use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
 use crate::llm::{self, LlmKeys};
-use crate::progress::{JsonProgress, PlainProgress, SystemClock};
+use crate::progress::{LogWriter, ProgressView, SystemClock, TerminalFacts};
 use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
@@ -174,7 +174,8 @@ fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-fn init_logging(run_root: &Path) {
+/// kactors.log, and stderr through `to_stderr` (the live view's bars, when they are up).
+fn init_logging(run_root: &Path, to_stderr: LogWriter) {
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{EnvFilter, filter::LevelFilter, fmt};
     let Ok(log) = std::fs::File::create(run_root.join("kactors.log")) else {
@@ -189,7 +190,7 @@ fn init_logging(run_root: &Path) {
         .with_filter(LevelFilter::INFO);
     let to_stderr = fmt::layer()
         .log_internal_errors(false)
-        .with_writer(std::io::stderr)
+        .with_writer(to_stderr)
         .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
     let _ = tracing_subscriber::registry()
         .with(to_file)
@@ -269,7 +270,8 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         ),
     )?;
     let run_root = run_dir.root().to_path_buf();
-    init_logging(&run_root);
+    let view = ProgressView::for_terminal(&TerminalFacts::of_process());
+    init_logging(&run_root, view.log_writer());
     console::err(format_args!(
         "kactors: run directory {}",
         run_root.display()
@@ -322,14 +324,9 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
             .stop_evaluator_for_profile
             .unwrap_or(selected_platform == Platform::Vendor(Vendor::Rocm)),
     };
-    let progress: Box<dyn ProgressSink> = if args.json {
-        Box::new(JsonProgress::new())
-    } else {
-        Box::new(PlainProgress::new())
-    };
     let io = RunIo {
         store: Box::new(run_dir),
-        progress,
+        progress: view.sink(args.json, None),
         clock: Arc::new(SystemClock),
         signaller: Box::new(ProcessGroupSignaller),
     };
@@ -353,7 +350,9 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
             ))
         })?;
         Ok::<_, CommandError>(receiver.await)
-    })?;
+    });
+    view.close();
+    let result = result?;
     // From here on the run has started: whatever goes wrong is exit 1, never 2.
     let Ok(result) = result else {
         console::err("kactors: error: the supervisor stopped without a verdict");

@@ -277,40 +277,10 @@ pub fn short_duration(duration: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
-    use actors::journal::DeviceDescription;
     use actors::model::TokenUsage;
 
+    use super::super::test_records::{run_started, step_started};
     use super::*;
-
-    fn run_started(devices: u32) -> Event {
-        Event::RunStarted {
-            strategy: "noop".into(),
-            platform: "noop".into(),
-            simulated: true,
-            search: "beam_search".into(),
-            num_top_kernels: 2,
-            num_bottlenecks: 2,
-            max_rounds: 3,
-            devices: (0..devices)
-                .map(|device| DeviceDescription {
-                    device: DeviceId(device),
-                    name: format!("noop simulated device {device}"),
-                    uuid: None,
-                })
-                .collect(),
-            initial_source: String::new(),
-        }
-    }
-
-    fn step_started(candidate: u64, device: u32, step: Step) -> Event {
-        Event::StepStarted {
-            candidate: CandidateId(candidate),
-            parent: None,
-            round: 1,
-            device: DeviceId(device),
-            step,
-        }
-    }
 
     fn step_finished(candidate: u64, device: u32, step: Step) -> Event {
         Event::StepFinished {

@@ -22,7 +22,7 @@ use actors::ports::ProgressSink;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 use super::board::{Board, Changed, short_duration, time_left};
-use super::{JsonProgress, PlainProgress, plain_line};
+use super::{JsonProgress, PlainProgress, note_dropped, plain_line};
 
 /// Device lines beyond these are counted in one line: a terminal has only so many rows.
 const MOST_DEVICE_LINES: usize = 16;
@@ -140,8 +140,8 @@ pub struct LiveView {
 
 impl LiveView {
     fn on_stderr(styling: Styling, stdout_is_terminal: bool) -> Self {
-        // indicatif asks `console` whether to colour; `console` would ask stdout for a draw
-        // target of our own, and read NO_COLOR its own way.
+        // indicatif asks `console` whether to colour, about stdout for a draw target of our own
+        // (the terminal we watch): it is told outright, as the terminal's facts decided.
         let colour = styling == Styling::Colour;
         ::console::set_colors_enabled(colour);
         ::console::set_colors_enabled_stderr(colour);
@@ -433,9 +433,7 @@ impl LiveProgress {
         }
         if let Some(error) = self.view.terminal.0.get() {
             self.failure_noted = true;
-            tracing::warn!(
-                "progress on stderr can no longer be written ({error}): it is dropped from now on; the journal and report are unaffected"
-            );
+            note_dropped("stderr", error);
         }
     }
 }
@@ -478,6 +476,9 @@ impl ProgressSink for LiveProgress {
 mod tests {
     use std::sync::Mutex;
 
+    use actors::journal::Step;
+
+    use super::super::test_records::{record, run_started, step_started};
     use super::*;
 
     fn facts(
@@ -563,41 +564,6 @@ mod tests {
         }
     }
 
-    fn record(event: Event) -> JournalRecord {
-        JournalRecord {
-            t: SystemTime::UNIX_EPOCH,
-            event,
-        }
-    }
-
-    fn run_started() -> Event {
-        Event::RunStarted {
-            strategy: "noop".into(),
-            platform: "noop".into(),
-            simulated: true,
-            search: "beam_search".into(),
-            num_top_kernels: 2,
-            num_bottlenecks: 2,
-            max_rounds: 3,
-            devices: vec![actors::journal::DeviceDescription {
-                device: DeviceId(0),
-                name: "noop simulated device 0".into(),
-                uuid: None,
-            }],
-            initial_source: String::new(),
-        }
-    }
-
-    fn step_started() -> Event {
-        Event::StepStarted {
-            candidate: actors::model::CandidateId(1),
-            parent: None,
-            round: 1,
-            device: DeviceId(0),
-            step: actors::journal::Step::Verify,
-        }
-    }
-
     fn interrupted() -> Event {
         Event::Interrupted {
             signal: "SIGINT".into(),
@@ -614,14 +580,33 @@ mod tests {
         }
     }
 
+    /// A device verifying a candidate when SIGINT comes.
+    fn verifying_then_interrupted() -> Vec<Event> {
+        vec![
+            run_started(1),
+            step_started(1, 0, Step::Verify),
+            interrupted(),
+        ]
+    }
+
+    /// The live view on `fake`, fed `events`.
+    fn shown_on(
+        fake: &FakeTerminal,
+        deadline: Option<SystemTime>,
+        events: impl IntoIterator<Item = Event>,
+    ) -> LiveProgress {
+        let view = LiveView::drawn_on(fake.clone(), Styling::Plain, false);
+        let mut live = LiveProgress::new(view, None, deadline);
+        for event in events {
+            live.record(&record(event));
+        }
+        live
+    }
+
     #[test]
     fn the_bars_show_each_device_and_the_events_above_them() {
         let fake = FakeTerminal::default();
-        let view = LiveView::drawn_on(fake.clone(), Styling::Plain, false);
-        let mut live = LiveProgress::new(view, None, None);
-        for event in [run_started(), step_started(), interrupted()] {
-            live.record(&record(event));
-        }
+        shown_on(&fake, None, verifying_then_interrupted());
         let drawn = fake.drawn();
         assert!(
             drawn
@@ -645,10 +630,8 @@ mod tests {
     #[test]
     fn with_a_deadline_the_summary_counts_down_until_a_limit_winds_the_run_down() {
         let fake = FakeTerminal::default();
-        let view = LiveView::drawn_on(fake.clone(), Styling::Plain, false);
         let deadline = SystemTime::now() + Duration::from_secs(2 * 3600 + 30);
-        let mut live = LiveProgress::new(view, None, Some(deadline));
-        live.record(&record(run_started()));
+        let mut live = shown_on(&fake, Some(deadline), [run_started(1)]);
         let counting = "LLM: 0 request(s) in flight, $0.00 spent · 2h 00m left";
         assert!(
             fake.drawn().iter().any(|text| text == counting),
@@ -674,11 +657,13 @@ mod tests {
     #[test]
     fn the_end_of_the_run_leaves_its_figures_as_a_line_and_takes_the_bars_away() {
         let fake = FakeTerminal::default();
-        let view = LiveView::drawn_on(fake.clone(), Styling::Plain, false);
-        let mut live = LiveProgress::new(view, None, None);
-        for event in [run_started(), step_started(), interrupted(), run_finished()] {
-            live.record(&record(event));
-        }
+        let live = shown_on(
+            &fake,
+            None,
+            verifying_then_interrupted()
+                .into_iter()
+                .chain([run_finished()]),
+        );
         assert_eq!(
             fake.drawn().last().map(String::as_str),
             Some(
@@ -699,16 +684,20 @@ mod tests {
             hung_up: true,
             ..FakeTerminal::default()
         };
-        let view = LiveView::drawn_on(fake, Styling::Plain, false);
-        let mut live = LiveProgress::new(view.clone(), None, None);
-        for event in [run_started(), step_started(), interrupted(), interrupted()] {
-            live.record(&record(event));
-        }
+        let live = shown_on(
+            &fake,
+            None,
+            verifying_then_interrupted()
+                .into_iter()
+                .chain([interrupted()]),
+        );
         // indicatif's suspend unwraps the terminal's errors: the log's way through the bars.
-        let mut log = ProgressView::Bars(view.clone()).log_writer();
-        log.write_all(b"a log line through the bars of a hung-up terminal\n")
+        let view = ProgressView::Bars(live.view.clone());
+        view.log_writer()
+            .write_all(b"a log line through the bars of a hung-up terminal\n")
             .unwrap();
-        assert!(view.terminal.0.get().is_some());
+        view.close();
+        assert!(live.view.terminal.0.get().is_some());
         assert!(live.failure_noted);
     }
 }

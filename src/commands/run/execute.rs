@@ -12,7 +12,7 @@ use actix::Actor;
 use actors::journal::{DeviceDescription, Event, History, JournalRecord};
 use actors::manager::{ManagerSettings, Resume};
 use actors::model::{DeviceId, KernelSource};
-use actors::ports::{LlmProvider, LlmReply, ProgressSink};
+use actors::ports::{LlmProvider, LlmReply};
 use actors::search_state::SearchState;
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
@@ -25,7 +25,7 @@ use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
 use crate::llm::{self, LlmKeys};
-use crate::progress::{JsonProgress, PlainProgress, SystemClock};
+use crate::progress::{LogWriter, ProgressView, SystemClock, TerminalFacts};
 use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
@@ -319,7 +319,8 @@ fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-fn init_logging(run_root: &Path) {
+/// kactors.log, and stderr through `to_stderr` (the live view's bars, when they are up).
+fn init_logging(run_root: &Path, to_stderr: LogWriter) {
     use tracing_subscriber::prelude::*;
     use tracing_subscriber::{EnvFilter, filter::LevelFilter, fmt};
     // A resumed run goes on writing the same log.
@@ -339,7 +340,7 @@ fn init_logging(run_root: &Path) {
         .with_filter(LevelFilter::INFO);
     let to_stderr = fmt::layer()
         .log_internal_errors(false)
-        .with_writer(std::io::stderr)
+        .with_writer(to_stderr)
         .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
     let _ = tracing_subscriber::registry()
         .with(to_file)
@@ -366,7 +367,8 @@ pub(crate) fn execute(
     } = launch;
     let run_root = run_dir.root().to_path_buf();
     crate::process::mark_children_of_run(&run_root);
-    init_logging(&run_root);
+    let view = ProgressView::for_terminal(&TerminalFacts::of_process());
+    init_logging(&run_root, view.log_writer());
     console::err(format_args!(
         "kactors: run directory {}",
         run_root.display()
@@ -417,7 +419,7 @@ pub(crate) fn execute(
         reflexions_in_flight: actors::manager::reflexions_in_flight_for(
             devices.selection.devices.len(),
         ),
-        time_limit,
+        time_limit: time_limit.clone(),
     };
     let plan = RunPlan {
         started,
@@ -430,14 +432,12 @@ pub(crate) fn execute(
             .stop_evaluator_for_profile
             .unwrap_or(selected_platform == Platform::Vendor(Vendor::Rocm)),
     };
-    let progress: Box<dyn ProgressSink> = if json {
-        Box::new(JsonProgress::new())
-    } else {
-        Box::new(PlainProgress::new())
-    };
+    let deadline = time_limit
+        .as_ref()
+        .map(|limit| std::time::SystemTime::now() + limit.remaining);
     let io = RunIo {
         store: Box::new(run_dir),
-        progress,
+        progress: view.sink(json, deadline),
         clock: Arc::new(SystemClock),
         signaller: Box::new(ProcessGroupSignaller),
     };
@@ -461,7 +461,9 @@ pub(crate) fn execute(
             ))
         })?;
         Ok::<_, CommandError>(receiver.await)
-    })?;
+    });
+    view.close();
+    let result = result?;
     // From here on the run has started: whatever goes wrong is exit 1, never 2.
     let Ok(result) = result else {
         console::err("kactors: error: the supervisor stopped without a verdict");

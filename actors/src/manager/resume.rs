@@ -43,10 +43,14 @@ impl Handler<ResumeRun> for Manager {
         let resume = message.0;
         self.arm_time_limit(ctx);
         self.recovered = resume.recovered;
-        self.state = SearchState::rebuild(
+        let (state, unjournaled) = SearchState::fold(
             self.settings.search_config(),
             resume.records.iter().map(|record| &record.event),
         );
+        self.state = state;
+        for record in unjournaled {
+            self.record(record);
+        }
         let mut resumed = resume.resumed;
         if let Event::RunResumed {
             in_flight,

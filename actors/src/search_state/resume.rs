@@ -155,6 +155,24 @@ impl SearchState {
                 out.push(decision);
             }
         }
+        if core.config.time_references
+            && core.initial.is_some()
+            && core.references_recorded.len() < 2
+        {
+            out.push(Decision::TimeReferences {
+                device: crate::search::device_for(CandidateId(1), &core.config.devices),
+            });
+        }
+        // The search was over and its end not journaled: it ends again (the finale too).
+        if let Some((outcome, reason)) = core.finished.clone() {
+            out.push(Decision::Finish {
+                outcome,
+                reason,
+                best: core.beam.as_ref().map(|beam| beam.best().clone()),
+                initial: core.initial.clone(),
+            });
+            return (failures, out);
+        }
         self.pacer.advance(&mut self.core, &mut out);
         (failures, out)
     }

@@ -492,3 +492,32 @@ fn a_rebuild_folds_the_records_to_the_same_state() {
     let rebuilt = SearchState::rebuild(one_proposal(1), &journal);
     assert_eq!(rebuilt, live);
 }
+
+/// Issue 13: the process journals an input, then the records it leads to; a death in between
+/// leaves the journal without them, and the fold says which they are, for a resume to journal.
+#[test]
+fn the_fold_answers_the_records_an_input_led_to_that_the_journal_lacks() {
+    let config = config(2, 2, 1, 3, Pacing::Rounds);
+    let records = |decisions: Vec<Decision>| -> Vec<Event> {
+        decisions
+            .into_iter()
+            .filter_map(|decision| match decision {
+                Decision::Record(event) => Some(event),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut live = SearchState::new(config.clone());
+    let mut journal = vec![started("k0")];
+    journal.extend(records(live.apply(&journal[0])));
+    let initial = verified(0, 0, 8.0);
+    let led_to = records(live.apply(&initial));
+    assert!(led_to.len() > 3, "{led_to:?}");
+    journal.push(initial);
+    journal.extend(led_to[..2].iter().cloned());
+    let (folded, unjournaled) = SearchState::fold(config.clone(), &journal);
+    assert_eq!(unjournaled, led_to[2..]);
+    assert!(folded == live);
+    journal.extend(led_to[2..].iter().cloned());
+    assert!(SearchState::fold(config, &journal).1.is_empty());
+}

@@ -18,6 +18,8 @@ use crate::profile::KernelProfile;
 
 mod history;
 mod reading;
+#[cfg(test)]
+pub(crate) mod samples;
 pub use history::{History, history};
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 

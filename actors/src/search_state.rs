@@ -152,6 +152,18 @@ impl Candidate {
     fn source(&self) -> Option<&KernelSource> {
         self.sources.last()
     }
+
+    /// The decision to evaluate its current attempt's `source`.
+    fn evaluation(&self, id: CandidateId, source: KernelSource) -> Decision {
+        Decision::Evaluate {
+            candidate: id,
+            parent: self.parent,
+            round: self.round,
+            device: self.device,
+            attempt: self.attempt,
+            source,
+        }
+    }
 }
 
 /// A parent's preparation: its profile and its analysis are asked for once per kernel, and the

@@ -1945,6 +1945,19 @@ fn code_of_request(request_id: &str) -> String {
     }
 }
 
+/// Two devices, refinements and lessons, answers by request: a run a resume can repeat.
+fn resumable(search: SearchSettings, pacing: Pacing) -> Scenario {
+    Scenario {
+        devices: 2,
+        search,
+        pacing,
+        max_refinements: 1,
+        reflexions: Reflexions::Lessons,
+        answer_by_request: Some(code_of_request),
+        ..Scenario::default()
+    }
+}
+
 /// What a run found: each candidate's end (passed, time), the best, the final beam.
 #[derive(Debug, PartialEq)]
 struct Findings {
@@ -2003,14 +2016,7 @@ fn assert_no_answered_request_is_sent_again(at: &str, before: &[JournalRecord], 
 /// sent again.
 #[test]
 fn a_run_resumed_after_a_death_at_any_record_ends_as_the_run_left_alone() {
-    let scenario = || Scenario {
-        devices: 2,
-        search: beam(2, 2, 2),
-        max_refinements: 1,
-        reflexions: Reflexions::Lessons,
-        answer_by_request: Some(code_of_request),
-        ..Scenario::default()
-    };
+    let scenario = || resumable(beam(2, 2, 2), Pacing::Rounds);
     let alone = run_recorded(scenario());
     assert_eq!(alone.result.outcome, RunOutcome::Completed);
     let expected = findings(&alone);
@@ -2061,15 +2067,7 @@ fn a_run_resumed_after_a_death_at_any_record_ends_as_the_run_left_alone() {
 /// run makes no more candidates than it may.
 #[test]
 fn a_steady_search_resumed_after_a_death_at_any_record_keeps_its_invariants() {
-    let scenario = || Scenario {
-        devices: 2,
-        search: beam(2, 2, 3),
-        pacing: Pacing::Steady { max_inflight: 3 },
-        max_refinements: 1,
-        reflexions: Reflexions::Lessons,
-        answer_by_request: Some(code_of_request),
-        ..Scenario::default()
-    };
+    let scenario = || resumable(beam(2, 2, 3), Pacing::Steady { max_inflight: 3 });
     let alone = run_recorded(scenario());
     assert_eq!(alone.result.outcome, RunOutcome::Completed);
     let most = 2 * 2 * 3;

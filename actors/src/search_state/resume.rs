@@ -106,14 +106,7 @@ impl SearchState {
                     if let Some(candidate) = core.candidates.get(&id)
                         && let Some(source) = candidate.source()
                     {
-                        out.push(Decision::Evaluate {
-                            candidate: id,
-                            parent: candidate.parent,
-                            round: candidate.round,
-                            device: candidate.device,
-                            attempt: candidate.attempt,
-                            source: source.clone(),
-                        });
+                        out.push(candidate.evaluation(id, source.clone()));
                     }
                 }
                 Phase::Asking => {

@@ -26,19 +26,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
     }
 }
 
-fn started(source: &str) -> Event {
-    Event::RunStarted {
-        strategy: "test".into(),
-        platform: "noop".into(),
-        simulated: true,
-        search: "beam_search".into(),
-        num_top_kernels: 1,
-        num_bottlenecks: 1,
-        max_rounds: 1,
-        devices: Vec::new(),
-        initial_source: source.into(),
-    }
-}
+use crate::journal::samples::run_started as started;
 
 fn evaluated(
     candidate: u64,

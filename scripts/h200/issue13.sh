@@ -7,12 +7,16 @@ set -uo pipefail
 OUT=${OUT:-/tmp/kactors-issue13}
 KACTORS=${KACTORS:-target/release/kactors}
 COUNT=${COUNT:-48}
+# PLATFORM=noop rehearses the whole script on a machine without a GPU.
+PLATFORM=${PLATFORM:-nvidia}
+if [ "$PLATFORM" = noop ]; then PROBE_PLATFORM=noop; else
+    PROBE_PLATFORM="{verifier: $PLATFORM, benchmarker: $PLATFORM, worker_runner: $PLATFORM, profiler: noop}"; fi
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 WORK=$(mktemp -d)
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
-    nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.draw --format=csv
+    nvidia-smi --query-gpu=name,uuid,driver_version,clocks.sm,clocks.mem,power.draw --format=csv || echo "no nvidia-smi"
     python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 } > "$OUT/machine.txt" 2>&1
 python3 scripts/h200/matvec_variants.py examples/optimize_01_matvec "$WORK/kernel" "$COUNT"
@@ -23,7 +27,7 @@ finish() {
 
 # 1. An evaluation's device time on this kernel: four candidates in one round, no profiler.
 cat > "$WORK/configs/probe.yaml" <<YAML
-platform: {evaluator: nvidia, profiler: noop}
+platform: $PROBE_PLATFORM
 provider: replay
 num_workers: 1
 max_rounds: 1
@@ -31,7 +35,9 @@ strategy_config: {num_top_kernels: 1, num_bottlenecks: 4}
 YAML
 timeout 150 "$KACTORS" run --strategy probe --config-dir "$WORK/configs" --kernel-dir "$WORK/kernel" \
     --run-dir "$WORK/runs/probe" > /dev/null 2> "$OUT/probe.stderr"
-echo "probe exit $?" >> "$OUT/probe.stderr"
+CODE=$?
+echo "probe exit $CODE" >> "$OUT/probe.stderr"
+[ "$CODE" -eq 0 ] || { echo "the probe run failed: see probe.stderr"; exit 1; }
 EVAL_S=$(python3 - "$WORK/runs/probe" <<'PY'
 import json, pathlib, statistics, sys
 run = next(pathlib.Path(sys.argv[1]).iterdir())
@@ -47,7 +53,7 @@ finish
 # 2. Steady search over COUNT candidates on one GPU, killed with SIGKILL once half of them are
 #    evaluated, then resumed.
 cat > "$WORK/configs/steady.yaml" <<YAML
-platform: nvidia
+platform: $PLATFORM
 provider: replay
 search: steady
 num_workers: 1
@@ -60,6 +66,7 @@ YAML
 PID=$!
 HALF=$((COUNT / 2))
 for _ in $(seq 1 1200); do
+    kill -0 "$PID" 2>/dev/null || { echo "the steady run ended before half of it was evaluated"; cat "$OUT/first.stderr"; exit 1; }
     journal=$(ls "$WORK"/runs/steady/*/journal.jsonl 2>/dev/null | head -1)
     if [ -n "$journal" ] && [ "$(grep -c '"type":"evaluated"' "$journal")" -ge "$HALF" ]; then break; fi
     sleep 0.25

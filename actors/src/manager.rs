@@ -274,28 +274,16 @@ impl Manager {
                 request_id,
                 context,
             } => {
-                let asked = |prompt: String| Asked::Code {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    attempt: 0,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
+                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
+                let asked = Asked::code(request_id, candidate, parent, round, 0);
                 return self.ask(self.prompts.optimization(&context), asked, ctx);
             }
             Decision::RequestRefinement {
                 request_id,
                 context,
             } => {
-                let asked = |prompt: String| Asked::Code {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    attempt: context.attempt,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
+                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
+                let asked = Asked::code(request_id, candidate, parent, round, context.attempt);
                 return self.ask(self.prompts.refinement(&context), asked, ctx);
             }
             Decision::RequestReflexion {

@@ -55,18 +55,23 @@ impl SearchState {
     /// `previously_in_flight`) fails instead, by the `evaluated` records returned first, for the
     /// Manager to journal and apply; each request in flight is sent again under its own id (the
     /// Manager uses a reply already on disk instead); a request the end cancelled is asked again;
-    /// a profile in flight is run again. Then the search goes on as it would have.
+    /// a profile in flight is run again. Then the search goes on as it would have. A search
+    /// that was over when the process died (in the finale, or waiting for its last replies)
+    /// takes nothing up again but those replies, and finishes again.
     pub fn resume(
         &mut self,
         previously_in_flight: &BTreeSet<CandidateId>,
     ) -> (Vec<Event>, Vec<Decision>) {
-        let failures = self.failures_in_flight_twice(previously_in_flight);
+        // A search that was over (the process died in the finale, or waiting for the last
+        // replies) is not searched further: it finishes again, so that the finale runs.
+        let search_over = matches!(self.core.finished, Some((RunOutcome::Completed, _)));
+        let failures = if search_over {
+            Vec::new()
+        } else {
+            self.failures_in_flight_twice(previously_in_flight)
+        };
         let core = &mut self.core;
-        if core
-            .finished
-            .as_ref()
-            .is_some_and(|(outcome, _)| *outcome != RunOutcome::Completed)
-        {
+        if !search_over {
             core.finished = None;
         }
         let mut out = Vec::new();
@@ -101,7 +106,7 @@ impl SearchState {
             .collect();
         for (id, phase) in candidates {
             match phase {
-                Phase::Evaluating if previously_in_flight.contains(&id) => {}
+                Phase::Evaluating if search_over || previously_in_flight.contains(&id) => {}
                 Phase::Evaluating => {
                     if let Some(candidate) = core.candidates.get(&id)
                         && let Some(source) = candidate.source()
@@ -156,6 +161,9 @@ impl SearchState {
             }
         }
         self.pacer.advance(&mut self.core, &mut out);
+        if let Some((RunOutcome::Completed, reason)) = self.core.finished.take() {
+            self.core.finish(RunOutcome::Completed, reason, &mut out);
+        }
         (failures, out)
     }
 

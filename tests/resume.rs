@@ -43,6 +43,11 @@ fn assert_exit(output: &Output, code: i32) {
     assert_eq!(output.status.code(), Some(code), "{}", stderr(output));
 }
 
+/// `output`'s stderr holds `text`.
+fn assert_says(output: &Output, text: &str) {
+    assert!(stderr(output).contains(text), "{}", stderr(output));
+}
+
 fn assert_killed(output: &Output) {
     assert_eq!(
         output.status.signal(),
@@ -709,10 +714,9 @@ fn the_children_a_killed_run_left_are_ended_before_it_resumes() {
         "{}",
         resumed[0]
     );
-    assert!(
-        stderr(&output).contains("process group(s) the previous process left running"),
-        "{}",
-        stderr(&output)
+    assert_says(
+        &output,
+        "process group(s) the previous process left running",
     );
 }
 
@@ -785,13 +789,12 @@ fn a_run_directory_held_by_a_live_process_is_not_resumed() {
     });
     let refused = workspace.resume(&run);
     assert_exit(&refused, 2);
-    assert!(
-        stderr(&refused).contains(&format!(
+    assert_says(
+        &refused,
+        &format!(
             "is in use by another kactors process (pid {})",
             running.pid()
-        )),
-        "{}",
-        stderr(&refused)
+        ),
     );
     running.kill_and_wait();
 
@@ -801,13 +804,12 @@ fn a_run_directory_held_by_a_live_process_is_not_resumed() {
     });
     let refused = workspace.resume(&run);
     assert_exit(&refused, 2);
-    assert!(
-        stderr(&refused).contains(&format!(
+    assert_says(
+        &refused,
+        &format!(
             "is in use by another kactors process (pid {})",
             resuming.pid()
-        )),
-        "{}",
-        stderr(&refused)
+        ),
     );
     assert_eq!(
         Journal::peek(&run).resumes().len(),
@@ -825,12 +827,11 @@ fn changed_settings_refuse_the_resume_naming_them_unless_forced() {
 
     let refused = workspace.resume(&run);
     assert_exit(&refused, 2);
-    assert!(
-        stderr(&refused).contains("changed since the run started: search.max_rounds: 2, now 3;"),
-        "{}",
-        stderr(&refused)
+    assert_says(
+        &refused,
+        "changed since the run started: search.max_rounds: 2, now 3;",
     );
-    assert!(stderr(&refused).contains("--force"), "{}", stderr(&refused));
+    assert_says(&refused, "--force");
     assert_eq!(
         std::fs::read_to_string(run.join("journal.jsonl")).unwrap(),
         journal_before,
@@ -860,11 +861,7 @@ fn a_changed_kernel_file_refuses_the_resume_naming_it() {
     writeln!(test, "# changed after the run started").unwrap();
     let refused = workspace.resume(&run);
     assert_exit(&refused, 2);
-    assert!(
-        stderr(&refused).contains("changed since the run started: test.py changed"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_says(&refused, "changed since the run started: test.py changed");
 }
 
 #[test]
@@ -887,16 +884,9 @@ fn other_devices_refuse_the_resume() {
         command
     });
     assert_exit(&output, 2);
-    assert!(
-        stderr(&output).contains("a resume needs the same devices"),
-        "{}",
-        stderr(&output)
-    );
-    assert!(
-        stderr(&output).contains("GPU-cccccccc"),
-        "names the device it would run on now: {}",
-        stderr(&output)
-    );
+    assert_says(&output, "a resume needs the same devices");
+    // The device it would run on now is named.
+    assert_says(&output, "GPU-cccccccc");
 }
 
 #[test]
@@ -907,11 +897,7 @@ fn a_completed_run_is_not_resumed() {
     let before = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
     let refused = workspace.resume(&run);
     assert_exit(&refused, 2);
-    assert!(
-        stderr(&refused).contains("the run completed (max_rounds (1) reached)"),
-        "{}",
-        stderr(&refused)
-    );
+    assert_says(&refused, "the run completed (max_rounds (1) reached)");
     assert_eq!(
         std::fs::read_to_string(run.join("journal.jsonl")).unwrap(),
         before
@@ -1089,14 +1075,13 @@ fn a_torn_last_line_is_cut_off_and_reported_and_the_run_completes() {
 
     let output = workspace.resume(&run);
     assert_exit(&output, 0);
-    assert!(
-        stderr(&output).contains(&format!(
+    assert_says(
+        &output,
+        &format!(
             "the journal's last line (line {}, {} bytes) was cut short by the previous process's death and is left out",
             whole_lines + 1,
             torn.len()
-        )),
-        "{}",
-        stderr(&output)
+        ),
     );
     let journal = Journal::read(&run);
     assert_eq!(journal.resumes()[0]["torn_line"], true);

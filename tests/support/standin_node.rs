@@ -11,6 +11,24 @@ use super::write_executable;
 /// The two GPUs' lines as the fake nvidia-smi prints them.
 const TWO_H200: &str = "echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n";
 
+/// `root`/kernel: an initial kernel that passes on the stand-in in 2 ms, a problem.py, an empty
+/// test.py and the replay candidates (file name, source).
+pub fn standin_kernel(root: &Path, candidates: &[(&str, &str)]) -> PathBuf {
+    let kernel = root.join("kernel");
+    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
+    std::fs::write(
+        kernel.join("input.py"),
+        "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
+    )
+    .unwrap();
+    std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
+    std::fs::write(kernel.join("test.py"), "").unwrap();
+    for (name, text) in candidates {
+        std::fs::write(kernel.join("candidates").join(name), text).unwrap();
+    }
+    kernel
+}
+
 pub struct Node {
     pub dir: tempfile::TempDir,
 }
@@ -30,18 +48,7 @@ impl Node {
                 fixtures.join("standin-python").display()
             ),
         );
-        let kernel = root.join("kernel");
-        std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-        std::fs::write(
-            kernel.join("input.py"),
-            "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-        )
-        .unwrap();
-        std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
-        std::fs::write(kernel.join("test.py"), "").unwrap();
-        for (name, text) in candidates {
-            std::fs::write(kernel.join("candidates").join(name), text).unwrap();
-        }
+        standin_kernel(root, candidates);
         let node = Node { dir };
         node.with_gpus(TWO_H200).with_strategy(
             "platform: nvidia\nprovider: replay\nnum_workers: 2\ntest_timeout_s: 2\nkill_grace_s: 0.3\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n",

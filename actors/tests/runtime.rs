@@ -553,7 +553,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
         let history = history(&records).expect("a resume starts from some records");
         Resume {
             records,
-            previously_in_flight: history.previously_in_flight,
+            in_flight_at_two_deaths: history.in_flight_at_two_deaths,
             resumed: Event::RunResumed {
                 previous_end: history.previous_end,
                 gap_s: 0.0,

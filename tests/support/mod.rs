@@ -3,6 +3,9 @@
 // unfulfilled in the binaries that use all of it.
 #![allow(dead_code)]
 
+pub mod llm_server;
+pub mod standin_node;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,6 +24,20 @@ pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
         .join(name)
+}
+
+/// A kernel directory like the matvec example's, with `count` distinct replay candidates.
+pub fn kernel_with_candidates(dir: &Path, count: usize) -> PathBuf {
+    let kernel = dir.join("kernel");
+    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
+    for file in ["input.py", "problem.py", "test.py"] {
+        std::fs::copy(example("optimize_01_matvec").join(file), kernel.join(file)).unwrap();
+    }
+    for k in 0..count {
+        let source = format!("def kernel_function(A, B):\n    return (A @ B) * {k} / {k}\n");
+        std::fs::write(kernel.join("candidates").join(format!("{k:04}.py")), source).unwrap();
+    }
+    kernel
 }
 
 pub fn fixtures() -> PathBuf {

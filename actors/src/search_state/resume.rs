@@ -25,12 +25,15 @@ impl SearchState {
             .collect()
     }
 
-    /// The `evaluated` records that fail the candidates in flight at this death and the one
-    /// before (`previously_in_flight`, from the last `run_resumed`).
-    fn failures_in_flight_twice(&self, previously_in_flight: &BTreeSet<CandidateId>) -> Vec<Event> {
+    /// The `evaluated` records that fail the candidates being evaluated at this death and the
+    /// one before (`in_flight_at_two_deaths`, from the journal's steps).
+    fn failures_in_flight_twice(
+        &self,
+        in_flight_at_two_deaths: &BTreeSet<CandidateId>,
+    ) -> Vec<Event> {
         self.in_flight()
             .into_iter()
-            .filter(|id| previously_in_flight.contains(id))
+            .filter(|id| in_flight_at_two_deaths.contains(id))
             .filter_map(|id| {
                 let candidate = self.core.candidates.get(&id)?;
                 Some(Event::Evaluated {
@@ -51,22 +54,27 @@ impl SearchState {
     }
 
     /// Reopens the search and says what to take again: each evaluation in flight goes to its
-    /// device again, but one that was in flight at the death before too (in
-    /// `previously_in_flight`) fails instead, by the `evaluated` records returned first, for the
+    /// device again, but one whose evaluation was under way at this death and the one before
+    /// (`in_flight_at_two_deaths`) fails instead, by the `evaluated` records returned first, for the
     /// Manager to journal and apply; each request in flight is sent again under its own id (the
     /// Manager uses a reply already on disk instead); a request the end cancelled is asked again;
-    /// a profile in flight is run again. Then the search goes on as it would have.
+    /// a profile in flight is run again. Then the search goes on as it would have. A search
+    /// that was over when the process died (in the finale, or waiting for its last replies)
+    /// takes nothing up again but those replies, and finishes again.
     pub fn resume(
         &mut self,
-        previously_in_flight: &BTreeSet<CandidateId>,
+        in_flight_at_two_deaths: &BTreeSet<CandidateId>,
     ) -> (Vec<Event>, Vec<Decision>) {
-        let failures = self.failures_in_flight_twice(previously_in_flight);
+        // A search that was over (the process died in the finale, or waiting for the last
+        // replies) is not searched further: it finishes again, so that the finale runs.
+        let search_over = matches!(self.core.finished, Some((RunOutcome::Completed, _)));
+        let failures = if search_over {
+            Vec::new()
+        } else {
+            self.failures_in_flight_twice(in_flight_at_two_deaths)
+        };
         let core = &mut self.core;
-        if core
-            .finished
-            .as_ref()
-            .is_some_and(|(outcome, _)| *outcome != RunOutcome::Completed)
-        {
+        if !search_over {
             core.finished = None;
         }
         let mut out = Vec::new();
@@ -101,7 +109,7 @@ impl SearchState {
             .collect();
         for (id, phase) in candidates {
             match phase {
-                Phase::Evaluating if previously_in_flight.contains(&id) => {}
+                Phase::Evaluating if search_over || in_flight_at_two_deaths.contains(&id) => {}
                 Phase::Evaluating => {
                     if let Some(candidate) = core.candidates.get(&id)
                         && let Some(source) = candidate.source()

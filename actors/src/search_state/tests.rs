@@ -509,3 +509,27 @@ fn the_fold_answers_the_records_an_input_led_to_that_the_journal_lacks() {
     journal.extend(led_to[2..].iter().cloned());
     assert!(SearchState::fold(config, &journal).1.is_empty());
 }
+
+#[test]
+fn a_search_that_was_over_when_the_process_died_finishes_again_on_resume() {
+    let mut live = SearchState::new(one_proposal(0));
+    let mut journal = Vec::new();
+    let mut steps = up_to_the_first_proposal();
+    steps.push((verified(1, 0, 5.0), ""));
+    for (input, _) in steps {
+        let decisions = live.apply(&input);
+        journal.push(input);
+        for decision in decisions {
+            if let Decision::Record(record) = decision {
+                journal.push(record);
+            }
+        }
+    }
+    assert!(live.finished().is_some(), "the one round is done");
+    // The process died in the finale: no run_finished.
+    let mut resumed = SearchState::rebuild(one_proposal(0), &journal);
+    let (failures, decisions) = resumed.resume(&BTreeSet::new());
+    assert!(failures.is_empty());
+    let decisions: Vec<String> = decisions.iter().map(describe).collect();
+    assert_eq!(decisions, ["finish Completed: max_rounds (1) reached"]);
+}

@@ -34,8 +34,9 @@ fn amd_node() -> tempfile::TempDir {
     let candidates: Vec<(&str, String)> = [("01.py", "1.5"), ("02.py", "1.25")]
         .into_iter()
         .map(|(name, ms)| {
-            let text =
-                format!("# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n");
+            let text = format!(
+                "# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n"
+            );
             (name, text)
         })
         .collect();

@@ -1,5 +1,7 @@
 //! NVIDIA GPUs: Nsight Compute profiles of the measured call.
 
+#[cfg(test)]
+mod h200_captures;
 pub mod ncu;
 pub mod ncu_csv;
 pub mod profile;

@@ -14,6 +14,7 @@
 
 mod outputs;
 mod pass;
+mod profile_run;
 mod report;
 mod roofline;
 
@@ -39,6 +40,7 @@ pub use pass::{
     FreshDirError, PASS_LOG, PassError, PassOutcome, PassRecord, PassSpec, ensure_fresh_dir,
     run_pass,
 };
+pub use profile_run::{ProfileRun, off_thread};
 pub use report::{ProfileOutcome, ProfileReport};
 pub use roofline::{
     Bottleneck, Roofline, RooflineThresholds, RooflineVerdict, judge, roofline_analysis,

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use actors::analysis::AnalyzedBottleneck;
+use actors::model::CandidateId;
 use actors::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, PromptBuilder, ProposalContext,
     ReferenceTimes, RefinementContext, ReflexionContext, RenderedPrompt,
@@ -252,9 +253,17 @@ impl Prompts {
         })
     }
 
-    /// Renders the system template and `name` with the run's facts and `values`.
-    fn render(&self, name: &str, values: Value) -> Result<RenderedPrompt, String> {
-        let values = context! { ..values, ..Value::from_serialize(&self.facts) };
+    /// Renders the system template and `name` with the run's facts, the round and candidate
+    /// every prompt is about, and the prompt's own `values`.
+    fn render(
+        &self,
+        name: &str,
+        round: u32,
+        candidate: CandidateId,
+        values: Value,
+    ) -> Result<RenderedPrompt, String> {
+        let about = context! { round => round, candidate => candidate.0 };
+        let values = context! { ..about, ..values, ..Value::from_serialize(&self.facts) };
         let render = |template: &str| {
             self.environment
                 .get_template(template)
@@ -513,8 +522,6 @@ fn reference_values(reference: &ReferenceTimes) -> Value {
 impl PromptBuilder for Prompts {
     fn optimization(&self, c: &ProposalContext) -> Result<RenderedPrompt, String> {
         let values = context! {
-            round => c.round,
-            candidate => c.candidate.0,
             proposal_index => c.proposal_index,
             proposals => c.proposals,
             parent => c.parent.0,
@@ -528,13 +535,11 @@ impl PromptBuilder for Prompts {
             previous_error => c.previous_error.as_deref().map(|e| tail(e, MAX_ERROR_CHARS)),
             parent_source => c.parent_source.text().trim_end(),
         };
-        self.render("optimization", values)
+        self.render("optimization", c.round, c.candidate, values)
     }
 
     fn analysis(&self, c: &AnalysisContext) -> Result<RenderedPrompt, String> {
         let values = context! {
-            round => c.round,
-            candidate => c.candidate.0,
             time_ms => c.time_ms,
             reference => reference_values(&c.reference),
             num_bottlenecks => c.num_bottlenecks,
@@ -542,13 +547,11 @@ impl PromptBuilder for Prompts {
             metric_sections => Value::from_serialize(metric_sections(&c.profile)),
             source => c.source.text().trim_end(),
         };
-        self.render("analysis", values)
+        self.render("analysis", c.round, c.candidate, values)
     }
 
     fn refinement(&self, c: &RefinementContext) -> Result<RenderedPrompt, String> {
         let values = context! {
-            round => c.round,
-            candidate => c.candidate.0,
             parent => c.parent.0,
             attempt => c.attempt,
             max_refinements => c.max_refinements,
@@ -556,14 +559,12 @@ impl PromptBuilder for Prompts {
             bottleneck => bottleneck_value(&c.bottleneck),
             failed_source => c.failed_source.text().trim_end(),
         };
-        self.render("refinement", values)
+        self.render("refinement", c.round, c.candidate, values)
     }
 
     fn reflexion(&self, c: &ReflexionContext) -> Result<RenderedPrompt, String> {
         let (time_ms, reason) = outcome_parts(&c.outcome, MAX_ERROR_CHARS);
         let values = context! {
-            round => c.round,
-            candidate => c.candidate.0,
             parent => c.parent.0,
             parent_time_ms => c.parent_time_ms,
             verified => time_ms.is_some(),
@@ -572,7 +573,7 @@ impl PromptBuilder for Prompts {
             bottleneck => bottleneck_value(&c.bottleneck),
             source => c.source.text().trim_end(),
         };
-        self.render("reflexion", values)
+        self.render("reflexion", c.round, c.candidate, values)
     }
 }
 
@@ -580,7 +581,7 @@ impl PromptBuilder for Prompts {
 mod tests {
     use std::path::Path;
 
-    use actors::model::{CandidateId, KernelSource};
+    use actors::model::KernelSource;
 
     use super::*;
     use crate::devices::spec_by_name;
@@ -1083,16 +1084,12 @@ mod tests {
         assert_eq!(tail("Traceback: ... IndexError", 10), "…IndexError");
     }
 
-    #[test]
-    fn a_template_file_replaces_the_shipped_one() {
+    /// Prompts for a simulated run whose `template` is replaced by a file holding `text`.
+    fn prompts_with_template_file(template: &str, text: &str) -> Prompts {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("opt.j2");
-        std::fs::write(
-            &path,
-            "parent {{ parent }} at {{ parent_time_ms|ms }} on {{ platform }}",
-        )
-        .unwrap();
-        let overrides = BTreeMap::from([("optimization".to_string(), path)]);
+        let path = dir.path().join(format!("{template}.j2"));
+        std::fs::write(&path, text).unwrap();
+        let overrides = BTreeMap::from([(template.to_string(), path)]);
         let problem = problem();
         let facts = PromptFacts {
             platform: Platform::Noop,
@@ -1101,7 +1098,15 @@ mod tests {
             tolerance: "atol=rtol=1e-2 (bfloat16)",
             problem_source: &problem,
         };
-        let prompts = Prompts::new(&overrides, &facts).unwrap();
+        Prompts::new(&overrides, &facts).unwrap()
+    }
+
+    #[test]
+    fn a_template_file_replaces_the_shipped_one() {
+        let prompts = prompts_with_template_file(
+            "optimization",
+            "parent {{ parent }} at {{ parent_time_ms|ms }} on {{ platform }}",
+        );
         assert_eq!(
             prompts.optimization(&proposal(None, false)).unwrap().user,
             "parent 3 at 0.6100 on noop"
@@ -1110,20 +1115,7 @@ mod tests {
 
     #[test]
     fn an_unknown_variable_in_a_template_is_an_error_not_an_empty_string() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("reflexion.j2");
-        std::fs::write(&path, "{{ not_a_variable }}").unwrap();
-        let overrides = BTreeMap::from([("reflexion".to_string(), path)]);
-        let problem = problem();
-        let facts = PromptFacts {
-            platform: Platform::Noop,
-            gpu: None,
-            dtype: "bf16",
-            tolerance: "atol=rtol=1e-2 (bfloat16)",
-            problem_source: &problem,
-        };
-        let error = Prompts::new(&overrides, &facts)
-            .unwrap()
+        let error = prompts_with_template_file("reflexion", "{{ not_a_variable }}")
             .reflexion(&reflexion(true))
             .unwrap_err();
         assert!(error.contains("template `reflexion`"), "{error}");

@@ -5,8 +5,8 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::attempt::{ProviderError, WireFormat, error_from_status, unreadable_reply};
-use super::request::{ChatReply, ChatRequest, reported_usage};
+use super::attempt::{ProviderError, WireFormat, read_success};
+use super::request::{ChatMessage, ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningRequest};
 
 pub const API_VERSION: &str = "2023-06-01";
@@ -35,7 +35,7 @@ impl WireFormat for Anthropic {
         let messages: Vec<Value> = request
             .messages
             .iter()
-            .map(|message| json!({"role": message.role.wire_name(), "content": message.content}))
+            .map(ChatMessage::wire_json)
             .collect();
         let mut body = json!({
             "model": settings.model,
@@ -69,16 +69,7 @@ impl WireFormat for Anthropic {
         headers: &HeaderMap,
         body: &str,
     ) -> Result<ChatReply, ProviderError> {
-        if !status.is_success() {
-            return Err(error_from_status(
-                Provider::Anthropic,
-                status,
-                headers,
-                body,
-            ));
-        }
-        let response: MessageResponse = serde_json::from_str(body)
-            .map_err(|error| unreadable_reply(Provider::Anthropic, status, &error, body))?;
+        let response: MessageResponse = read_success(Provider::Anthropic, status, headers, body)?;
         let text = response
             .content
             .iter()
@@ -118,42 +109,16 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::llm::attempt::RetryCause;
-    use crate::llm::request::{ChatMessage, RequestKind, Usage};
-    use crate::llm::settings::{LlmKeys, RawLlmConfig};
-
-    fn settings(raw: RawLlmConfig) -> LlmSettings {
-        raw.resolve_with("ANTHROPIC_API_KEY", "sk-ant-test")
-    }
-
-    fn model(model: &str) -> RawLlmConfig {
-        RawLlmConfig::for_model(model)
-    }
-
-    fn request() -> ChatRequest {
-        ChatRequest {
-            kind: RequestKind::Optimize,
-            system: "You write Triton kernels.".to_string(),
-            messages: vec![
-                ChatMessage::user("make it faster"),
-                ChatMessage::assistant("```python\ndef kernel_function(): pass\n```"),
-                ChatMessage::user("it failed: wrong result"),
-            ],
-            request_id: "r1".to_string(),
-        }
-    }
+    use crate::llm::attempt::{RetryCause, check_answer, parse_answer};
+    use crate::llm::settings::RawLlmConfig;
 
     #[test]
     fn body_carries_model_system_messages_and_max_tokens() {
         let body = Anthropic.build_body(
-            &settings(RawLlmConfig {
-                keys: LlmKeys {
-                    max_tokens: Some(50_000),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-sonnet-4-6")
-            }),
-            &request(),
+            &RawLlmConfig::for_model("claude-sonnet-4-6")
+                .with_max_tokens(50_000)
+                .resolved(),
+            &ChatRequest::refinement_conversation(),
         );
         assert_eq!(
             body,
@@ -177,18 +142,10 @@ mod tests {
         high_reasoning_effort: bool,
         expected: Value,
     ) {
-        let body = Anthropic.build_body(
-            &settings(RawLlmConfig {
-                high_reasoning_effort,
-                keys: LlmKeys {
-                    temperature,
-                    max_tokens: Some(16_000),
-                    ..LlmKeys::default()
-                },
-                ..model(model_name)
-            }),
-            &request(),
-        );
+        let mut raw = RawLlmConfig::for_model(model_name).with_max_tokens(16_000);
+        raw.high_reasoning_effort = high_reasoning_effort;
+        raw.keys.temperature = temperature;
+        let body = Anthropic.build_body(&raw.resolved(), &ChatRequest::refinement_conversation());
         let optional: serde_json::Map<String, Value> = ["temperature", "thinking", "output_config"]
             .iter()
             .filter_map(|key| Some((key.to_string(), body.get(*key)?.clone())))
@@ -236,73 +193,59 @@ mod tests {
     #[test]
     fn empty_system_prompt_is_left_out() {
         let body = Anthropic.build_body(
-            &settings(model("claude-haiku-4-5")),
+            &RawLlmConfig::for_model("claude-haiku-4-5").resolved(),
             &ChatRequest {
                 system: String::new(),
-                ..request()
+                ..ChatRequest::refinement_conversation()
             },
         );
         assert!(body.get("system").is_none());
     }
 
-    fn parse(status: u16, body: &str) -> Result<ChatReply, ProviderError> {
-        Anthropic.parse_reply(
-            StatusCode::from_u16(status).unwrap(),
-            &HeaderMap::new(),
-            body,
-        )
-    }
-
     #[test]
     fn reply_text_skips_thinking_blocks_and_reports_usage() {
-        let reply = parse(
-            200,
+        check_answer(
+            &Anthropic,
             r#"{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6",
                 "content":[{"type":"thinking","thinking":"","signature":"abc"},
                            {"type":"text","text":"Here:\n"},
                            {"type":"text","text":"```python\nx = 1\n```"}],
                 "stop_reason":"end_turn","stop_sequence":null,
                 "usage":{"input_tokens":1200,"output_tokens":340,"cache_read_input_tokens":0}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            reply,
-            ChatReply {
-                text: "Here:\n```python\nx = 1\n```".to_string(),
-                truncated: false,
-                usage: Some(Usage {
-                    input_tokens: 1200,
-                    output_tokens: 340
-                }),
-            }
+            "Here:\n```python\nx = 1\n```",
+            false,
+            Some((1200, 340)),
         );
     }
 
     #[test]
     fn an_absurd_usage_is_dropped_and_the_reply_kept() {
-        let reply = parse(
-            200,
+        check_answer(
+            &Anthropic,
             r#"{"content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn",
                 "usage":{"input_tokens":18446744073709551615,"output_tokens":-1}}"#,
-        )
-        .unwrap();
-        assert_eq!((reply.text.as_str(), reply.usage), ("ok", None));
+            "ok",
+            false,
+            None,
+        );
     }
 
     #[test]
     fn reply_cut_at_max_tokens_is_truncated() {
-        let reply = parse(
-            200,
+        check_answer(
+            &Anthropic,
             r#"{"content":[{"type":"text","text":"```python\ndef kernel_"}],
                 "stop_reason":"max_tokens","usage":{"input_tokens":5,"output_tokens":16000}}"#,
-        )
-        .unwrap();
-        assert!(reply.truncated);
+            "```python\ndef kernel_",
+            true,
+            Some((5, 16_000)),
+        );
     }
 
     #[test]
     fn error_replies_are_classified() {
-        let overloaded = parse(
+        let overloaded = parse_answer(
+            &Anthropic,
             529,
             r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
         )
@@ -316,7 +259,8 @@ mod tests {
                 message: "overloaded_error: Overloaded".to_string(),
             }
         );
-        let bad_request = parse(
+        let bad_request = parse_answer(
+            &Anthropic,
             400,
             r#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: too large"}}"#,
         )
@@ -328,7 +272,8 @@ mod tests {
                 ..
             }
         ));
-        let auth = parse(
+        let auth = parse_answer(
+            &Anthropic,
             401,
             r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
         )
@@ -362,7 +307,7 @@ mod tests {
 
     #[test]
     fn unreadable_success_body_is_fatal() {
-        let error = parse(200, "<html>gateway</html>").unwrap_err();
+        let error = parse_answer(&Anthropic, 200, "<html>gateway</html>").unwrap_err();
         assert!(matches!(
             error,
             ProviderError::Fatal {

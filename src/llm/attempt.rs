@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::request::{ChatReply, ChatRequest};
@@ -194,7 +195,7 @@ fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
 }
 
 /// Classifies a non-success answer.
-pub(super) fn error_from_status(
+fn error_from_status(
     provider: Provider,
     status: StatusCode,
     headers: &HeaderMap,
@@ -223,7 +224,21 @@ pub(super) fn error_from_status(
     }
 }
 
-pub(super) fn unreadable_reply(
+/// A success answer's body read as `T`; any other status classified by [`error_from_status`].
+/// A success whose body does not read is fatal: asking again would bring the same body.
+pub(super) fn read_success<T: DeserializeOwned>(
+    provider: Provider,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &str,
+) -> Result<T, ProviderError> {
+    if !status.is_success() {
+        return Err(error_from_status(provider, status, headers, body));
+    }
+    serde_json::from_str(body).map_err(|error| unreadable_reply(provider, status, &error, body))
+}
+
+fn unreadable_reply(
     provider: Provider,
     status: StatusCode,
     error: &serde_json::Error,
@@ -263,6 +278,38 @@ pub trait WireFormat: fmt::Debug + Send + Sync {
         headers: &HeaderMap,
         body: &str,
     ) -> Result<ChatReply, ProviderError>;
+}
+
+/// `format`'s reading of an answer with `status`, no headers and `body`.
+#[cfg(test)]
+pub(super) fn parse_answer(
+    format: &dyn WireFormat,
+    status: u16,
+    body: &str,
+) -> Result<ChatReply, ProviderError> {
+    let status = StatusCode::from_u16(status).expect("a test status is a valid HTTP status");
+    format.parse_reply(status, &HeaderMap::new(), body)
+}
+
+/// Checks that `format` reads the success answer `body` as the reply `text`, cut at the token
+/// limit when `truncated`, reporting `usage` as (input, output) tokens.
+#[cfg(test)]
+pub(super) fn check_answer(
+    format: &dyn WireFormat,
+    body: &str,
+    text: &str,
+    truncated: bool,
+    usage: Option<(u64, u64)>,
+) {
+    let expected = ChatReply {
+        text: text.to_string(),
+        truncated,
+        usage: usage.map(|(input_tokens, output_tokens)| super::request::Usage {
+            input_tokens,
+            output_tokens,
+        }),
+    };
+    assert_eq!(parse_answer(format, 200, body), Ok(expected), "{body}");
 }
 
 #[cfg(test)]

@@ -202,7 +202,7 @@ mod tests {
     use super::*;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
     use crate::llm::retry::{Answered, Exhausted, RetryPolicy, send_with_retries};
-    use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
+    use crate::llm::settings::{RawLlmConfig, resolve};
 
     const ANTHROPIC_KEY: &str = "sk-ant-api03-loopback-secret";
     const OPENAI_KEY: &str = "sk-proj-loopback-secret";
@@ -387,17 +387,7 @@ mod tests {
         } else {
             format!("{}/v1", server.base_url)
         };
-        let settings = resolve(
-            &RawLlmConfig {
-                keys: LlmKeys {
-                    base_url: Some(base_url),
-                    ..raw.keys
-                },
-                ..raw
-            },
-            &env,
-        )
-        .unwrap();
+        let settings = resolve(&raw.with_base_url(base_url), &env).unwrap();
         HttpProvider::new(settings).unwrap()
     }
 
@@ -452,14 +442,9 @@ mod tests {
         let server = LoopbackServer::start(vec![answer(200, ANTHROPIC_OK)]).await;
         let provider = provider(
             &server,
-            RawLlmConfig {
-                keys: LlmKeys {
-                    max_tokens: Some(20_000),
-                    temperature: Some(0.25),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-sonnet-4-6")
-            },
+            model("claude-sonnet-4-6")
+                .with_max_tokens(20_000)
+                .with_temperature(0.25),
         );
         let reply = provider.send_once(&request("a1")).await.unwrap();
         assert_eq!(
@@ -501,26 +486,16 @@ mod tests {
         .await;
         let effort = provider(
             &server,
-            RawLlmConfig {
-                high_reasoning_effort: true,
-                keys: LlmKeys {
-                    temperature: Some(0.5),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-opus-4-7")
-            },
+            model("claude-opus-4-7")
+                .with_high_reasoning_effort()
+                .with_temperature(0.5),
         );
         let plain = provider(&server, model("claude-opus-4-7"));
         let thinking = provider(
             &server,
-            RawLlmConfig {
-                high_reasoning_effort: true,
-                keys: LlmKeys {
-                    max_tokens: Some(10_000),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-haiku-4-5")
-            },
+            model("claude-haiku-4-5")
+                .with_high_reasoning_effort()
+                .with_max_tokens(10_000),
         );
         effort.send_once(&request("e1")).await.unwrap();
         plain.send_once(&request("e2")).await.unwrap();
@@ -542,16 +517,11 @@ mod tests {
         let server = LoopbackServer::start(vec![answer(200, OPENAI_OK)]).await;
         let provider = provider(
             &server,
-            RawLlmConfig {
-                provider: Some(Provider::OpenAi),
-                high_reasoning_effort: true,
-                keys: LlmKeys {
-                    temperature: Some(1.0),
-                    max_tokens: Some(64_000),
-                    ..LlmKeys::default()
-                },
-                ..model("o3")
-            },
+            model("o3")
+                .with_provider(Provider::OpenAi)
+                .with_high_reasoning_effort()
+                .with_temperature(1.0)
+                .with_max_tokens(64_000),
         );
         let reply = provider.send_once(&request("o1")).await.unwrap();
         assert_eq!(reply.text, "no code here");
@@ -562,18 +532,9 @@ mod tests {
             Some(format!("Bearer {OPENAI_KEY}").as_str())
         );
         assert_eq!(sent.header("x-api-key"), None);
-        assert_eq!(
-            sent.json(),
-            json!({
-                "model": "o3",
-                "messages": [
-                    {"role": "system", "content": "system rules"},
-                    {"role": "user", "content": "optimize this kernel"},
-                ],
-                "max_completion_tokens": 64_000,
-                "reasoning_effort": "high",
-            })
-        );
+        // What reaches the server is the wire format's body, whose fields openai.rs tests.
+        assert_eq!(sent.json(), provider.body(&request("o1")));
+        assert_eq!(sent.json()["max_completion_tokens"], json!(64_000));
     }
 
     /// Issue 10: KernelAgent's `claude-opus-4.5` reaches Anthropic as `claude-opus-4-5`, and a
@@ -586,10 +547,7 @@ mod tests {
         anthropic.send_once(&request("a1")).await.unwrap();
         let relay = provider(
             &server,
-            RawLlmConfig {
-                provider: Some(Provider::OpenAiCompatible),
-                ..model("claude-opus-4.5")
-            },
+            model("claude-opus-4.5").with_provider(Provider::OpenAiCompatible),
         );
         relay.send_once(&request("a2")).await.unwrap();
         let sent: Vec<(String, Value)> = server
@@ -622,15 +580,10 @@ mod tests {
     async fn openai_compatible_server_without_key() {
         let server = LoopbackServer::start(vec![answer(200, OPENAI_OK)]).await;
         let settings = resolve(
-            &RawLlmConfig {
-                provider: Some(Provider::OpenAiCompatible),
-                keys: LlmKeys {
-                    base_url: Some(format!("{}/v1", server.base_url)),
-                    temperature: Some(0.6),
-                    ..LlmKeys::default()
-                },
-                ..model("qwen3-coder")
-            },
+            &model("qwen3-coder")
+                .with_provider(Provider::OpenAiCompatible)
+                .with_base_url(format!("{}/v1", server.base_url))
+                .with_temperature(0.6),
             &|_| None,
         )
         .unwrap();
@@ -814,16 +767,7 @@ mod tests {
                 answer(200, OPENAI_OK),
             ])
             .await;
-            let provider = provider(
-                &server,
-                RawLlmConfig {
-                    keys: LlmKeys {
-                        request_timeout_s: Some(60.0),
-                        ..LlmKeys::default()
-                    },
-                    ..model("gpt-5")
-                },
-            );
+            let provider = provider(&server, model("gpt-5").with_request_timeout_s(60.0));
             let (outcome, sleeps) =
                 send_recording_sleeps(&provider, &request("f1"), &policy()).await;
             let exhausted = outcome.unwrap_err();
@@ -906,13 +850,7 @@ mod tests {
         let server = LoopbackServer::start(vec![Scripted::Hang]).await;
         let provider = provider(
             &server,
-            RawLlmConfig {
-                keys: LlmKeys {
-                    request_timeout_s: Some(0.3),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-sonnet-4-6")
-            },
+            model("claude-sonnet-4-6").with_request_timeout_s(0.3),
         );
         let error = provider.send_once(&request("t1")).await.unwrap_err();
         assert!(matches!(
@@ -929,13 +867,7 @@ mod tests {
         let server = LoopbackServer::start(vec![Scripted::Hang, answer(200, ANTHROPIC_OK)]).await;
         let provider = provider(
             &server,
-            RawLlmConfig {
-                keys: LlmKeys {
-                    request_timeout_s: Some(0.3),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-sonnet-4-6")
-            },
+            model("claude-sonnet-4-6").with_request_timeout_s(0.3),
         );
         let (outcome, sleeps) = send_recording_sleeps(&provider, &request("t2"), &policy()).await;
         assert_eq!(outcome.unwrap().attempts, 2);
@@ -949,13 +881,7 @@ mod tests {
         let address = listener.local_addr().unwrap();
         drop(listener);
         let settings = resolve(
-            &RawLlmConfig {
-                keys: LlmKeys {
-                    base_url: Some(format!("http://{address}")),
-                    ..LlmKeys::default()
-                },
-                ..model("claude-sonnet-4-6")
-            },
+            &model("claude-sonnet-4-6").with_base_url(format!("http://{address}")),
             &env,
         )
         .unwrap();
@@ -985,10 +911,7 @@ mod tests {
     #[test]
     fn replay_is_not_an_http_provider() {
         let settings = resolve(
-            &RawLlmConfig {
-                provider: Some(Provider::Replay),
-                ..RawLlmConfig::default()
-            },
+            &RawLlmConfig::default().with_provider(Provider::Replay),
             &env,
         )
         .unwrap();

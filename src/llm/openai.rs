@@ -6,8 +6,8 @@ use reqwest::header::HeaderMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::attempt::{ProviderError, WireFormat, error_from_status, unreadable_reply};
-use super::request::{ChatReply, ChatRequest, reported_usage};
+use super::attempt::{ProviderError, WireFormat, read_success};
+use super::request::{ChatMessage, ChatReply, ChatRequest, reported_usage};
 use super::settings::{LlmSettings, Provider, ReasoningKind, ReasoningRequest};
 
 pub const CHAT_COMPLETIONS_PATH: &str = "/chat/completions";
@@ -34,9 +34,7 @@ impl WireFormat for OpenAi {
             .then(|| json!({"role": "system", "content": request.system}));
         let messages: Vec<Value> = system
             .into_iter()
-            .chain(request.messages.iter().map(
-                |message| json!({"role": message.role.wire_name(), "content": message.content}),
-            ))
+            .chain(request.messages.iter().map(ChatMessage::wire_json))
             .collect();
         let mut body = json!({
             "model": settings.model,
@@ -59,11 +57,7 @@ impl WireFormat for OpenAi {
         headers: &HeaderMap,
         body: &str,
     ) -> Result<ChatReply, ProviderError> {
-        if !status.is_success() {
-            return Err(error_from_status(Provider::OpenAi, status, headers, body));
-        }
-        let response: CompletionResponse = serde_json::from_str(body)
-            .map_err(|error| unreadable_reply(Provider::OpenAi, status, &error, body))?;
+        let response: CompletionResponse = read_success(Provider::OpenAi, status, headers, body)?;
         let Some(choice) = response.choices.into_iter().next() else {
             return Err(ProviderError::Fatal {
                 provider: Provider::OpenAi,
@@ -116,48 +110,28 @@ struct ChoiceMessage {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::attempt::RetryCause;
-    use crate::llm::request::{ChatMessage, RequestKind, Usage};
-    use crate::llm::settings::{LlmKeys, RawLlmConfig};
-
-    fn settings(raw: RawLlmConfig) -> LlmSettings {
-        raw.resolve_with("OPENAI_API_KEY", "sk-openai-test")
-    }
-
-    fn model(model: &str) -> RawLlmConfig {
-        RawLlmConfig::for_model(model)
-    }
-
-    fn request() -> ChatRequest {
-        ChatRequest {
-            kind: RequestKind::Analysis,
-            system: "You analyse profiles.".to_string(),
-            messages: vec![ChatMessage::user("what limits this kernel?")],
-            request_id: "r7".to_string(),
-        }
-    }
+    use crate::llm::attempt::{RetryCause, check_answer, parse_answer};
+    use crate::llm::settings::RawLlmConfig;
 
     #[test]
     fn reasoning_model_body() {
         let body = OpenAi.build_body(
-            &settings(RawLlmConfig {
-                high_reasoning_effort: true,
-                keys: LlmKeys {
-                    max_tokens: Some(40_000),
-                    temperature: Some(0.7),
-                    ..LlmKeys::default()
-                },
-                ..model("gpt-5")
-            }),
-            &request(),
+            &RawLlmConfig::for_model("gpt-5")
+                .with_high_reasoning_effort()
+                .with_max_tokens(40_000)
+                .with_temperature(0.7)
+                .resolved(),
+            &ChatRequest::refinement_conversation(),
         );
         assert_eq!(
             body,
             json!({
                 "model": "gpt-5",
                 "messages": [
-                    {"role": "system", "content": "You analyse profiles."},
-                    {"role": "user", "content": "what limits this kernel?"},
+                    {"role": "system", "content": "You write Triton kernels."},
+                    {"role": "user", "content": "make it faster"},
+                    {"role": "assistant", "content": "```python\ndef kernel_function(): pass\n```"},
+                    {"role": "user", "content": "it failed: wrong result"},
                 ],
                 "max_completion_tokens": 40_000,
                 "reasoning_effort": "high",
@@ -167,7 +141,10 @@ mod tests {
 
     #[test]
     fn reasoning_effort_only_when_asked() {
-        let body = OpenAi.build_body(&settings(model("o4-mini")), &request());
+        let body = OpenAi.build_body(
+            &RawLlmConfig::for_model("o4-mini").resolved(),
+            &ChatRequest::refinement_conversation(),
+        );
         assert!(body.get("reasoning_effort").is_none());
         assert!(body.get("temperature").is_none());
     }
@@ -175,15 +152,11 @@ mod tests {
     #[test]
     fn classic_model_body_sends_temperature_once() {
         let body = OpenAi.build_body(
-            &settings(RawLlmConfig {
-                high_reasoning_effort: true,
-                keys: LlmKeys {
-                    temperature: Some(0.2),
-                    ..LlmKeys::default()
-                },
-                ..model("gpt-4.1")
-            }),
-            &request(),
+            &RawLlmConfig::for_model("gpt-4.1")
+                .with_high_reasoning_effort()
+                .with_temperature(0.2)
+                .resolved(),
+            &ChatRequest::refinement_conversation(),
         );
         assert_eq!(body["temperature"], json!(0.2));
         assert_eq!(body["max_completion_tokens"], json!(32_000));
@@ -195,86 +168,67 @@ mod tests {
     #[test]
     fn compatible_server_body_uses_max_tokens() {
         let body = OpenAi.build_body(
-            &settings(RawLlmConfig {
-                keys: LlmKeys {
-                    base_url: Some("http://127.0.0.1:8000/v1".to_string()),
-                    temperature: Some(0.9),
-                    max_tokens: Some(8_192),
-                    ..LlmKeys::default()
-                },
-                ..model("Qwen/Qwen3-Coder-30B")
-            }),
-            &request(),
+            &RawLlmConfig::for_model("Qwen/Qwen3-Coder-30B")
+                .with_base_url("http://127.0.0.1:8000/v1")
+                .with_temperature(0.9)
+                .with_max_tokens(8_192)
+                .resolved(),
+            &ChatRequest::refinement_conversation(),
         );
         assert_eq!(body["max_tokens"], json!(8_192));
         assert_eq!(body["temperature"], json!(0.9));
         assert!(body.get("max_completion_tokens").is_none());
     }
 
-    fn parse(status: u16, body: &str) -> Result<ChatReply, ProviderError> {
-        OpenAi.parse_reply(
-            StatusCode::from_u16(status).unwrap(),
-            &HeaderMap::new(),
-            body,
-        )
-    }
-
     #[test]
     fn reply_and_usage() {
-        let reply = parse(
-            200,
+        check_answer(
+            &OpenAi,
             r#"{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"gpt-5",
                 "choices":[{"index":0,"message":{"role":"assistant","content":"done","refusal":null},
                             "finish_reason":"stop"}],
                 "usage":{"prompt_tokens":900,"completion_tokens":4000,"total_tokens":4900,
                          "completion_tokens_details":{"reasoning_tokens":3500}}}"#,
-        )
-        .unwrap();
-        assert_eq!(
-            reply,
-            ChatReply {
-                text: "done".to_string(),
-                truncated: false,
-                usage: Some(Usage {
-                    input_tokens: 900,
-                    output_tokens: 4000
-                })
-            }
+            "done",
+            false,
+            Some((900, 4000)),
         );
     }
 
     #[test]
     fn length_finish_is_truncated_and_missing_usage_is_none() {
-        let reply = parse(
-            200,
+        check_answer(
+            &OpenAi,
             r#"{"choices":[{"message":{"content":"```python\ndef"},"finish_reason":"length"}]}"#,
-        )
-        .unwrap();
-        assert!(reply.truncated);
-        assert_eq!(reply.usage, None);
-        let empty = parse(
-            200,
+            "```python\ndef",
+            true,
+            None,
+        );
+        check_answer(
+            &OpenAi,
             r#"{"choices":[{"message":{"content":null},"finish_reason":"length"}]}"#,
-        )
-        .unwrap();
-        assert_eq!(empty.text, "");
+            "",
+            true,
+            None,
+        );
     }
 
     #[test]
     fn a_fractional_usage_is_dropped_and_the_reply_kept() {
-        let reply = parse(
-            200,
+        check_answer(
+            &OpenAi,
             r#"{"choices":[{"message":{"content":"done"},"finish_reason":"stop"}],
                 "usage":{"prompt_tokens":1e30,"completion_tokens":2.5}}"#,
-        )
-        .unwrap();
-        assert_eq!((reply.text.as_str(), reply.usage), ("done", None));
+            "done",
+            false,
+            None,
+        );
     }
 
     #[test]
     fn no_choices_is_fatal() {
         assert!(matches!(
-            parse(200, r#"{"choices":[]}"#),
+            parse_answer(&OpenAi, 200, r#"{"choices":[]}"#),
             Err(ProviderError::Fatal { .. })
         ));
     }
@@ -282,7 +236,8 @@ mod tests {
     #[test]
     fn errors_are_classified() {
         let check = |status: u16, expected_kind: &str| {
-            let error = parse(
+            let error = parse_answer(
+                &OpenAi,
                 status,
                 r#"{"error":{"message":"something","type":"server_error","code":null}}"#,
             )
@@ -314,7 +269,8 @@ mod tests {
 
     #[test]
     fn error_message_prefers_the_api_message() {
-        let error = parse(
+        let error = parse_answer(
+            &OpenAi,
             400,
             r#"{"error":{"message":"Unsupported parameter: 'max_tokens'","type":"invalid_request_error","param":"max_tokens","code":"unsupported_parameter"}}"#,
         )

@@ -41,6 +41,11 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+
+    /// The message as both wire formats write it in their `messages` array.
+    pub fn wire_json(&self) -> serde_json::Value {
+        serde_json::json!({"role": self.role.wire_name(), "content": self.content})
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +55,24 @@ pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     /// Unique within a run; ties the journal's request and reply records together.
     pub request_id: String,
+}
+
+#[cfg(test)]
+impl ChatRequest {
+    /// A refinement's conversation: the system prompt, the request, the model's answer and
+    /// what went wrong with it.
+    pub(crate) fn refinement_conversation() -> ChatRequest {
+        ChatRequest {
+            kind: RequestKind::Refine,
+            system: "You write Triton kernels.".to_string(),
+            messages: vec![
+                ChatMessage::user("make it faster"),
+                ChatMessage::assistant("```python\ndef kernel_function(): pass\n```"),
+                ChatMessage::user("it failed: wrong result"),
+            ],
+            request_id: "r1".to_string(),
+        }
+    }
 }
 
 impl ChatRequest {

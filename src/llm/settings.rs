@@ -363,6 +363,7 @@ pub struct RawLlmConfig {
     pub keys: LlmKeys,
 }
 
+/// Test configurations written as a model and the keys that matter to the test.
 #[cfg(test)]
 impl RawLlmConfig {
     /// A configuration that names only `model`.
@@ -373,12 +374,49 @@ impl RawLlmConfig {
         }
     }
 
-    /// Resolved with one variable set in the environment, the provider's key.
-    pub(crate) fn resolve_with(&self, variable: &str, value: &str) -> LlmSettings {
+    /// Resolved with a key in every provider's variable of the environment, and nothing else
+    /// set there.
+    pub(crate) fn resolved(&self) -> LlmSettings {
+        let keys = [Provider::Anthropic, Provider::OpenAi].map(Provider::key_env_var);
         resolve(self, &|name: &str| {
-            (name == variable).then(|| value.to_string())
+            keys.contains(&Some(name))
+                .then(|| format!("sk-test-{name}"))
         })
         .expect("a test configuration resolves")
+    }
+
+    pub(crate) fn with_provider(self, provider: Provider) -> RawLlmConfig {
+        RawLlmConfig {
+            provider: Some(provider),
+            ..self
+        }
+    }
+
+    pub(crate) fn with_high_reasoning_effort(self) -> RawLlmConfig {
+        RawLlmConfig {
+            high_reasoning_effort: true,
+            ..self
+        }
+    }
+
+    pub(crate) fn with_base_url(mut self, base_url: impl Into<String>) -> RawLlmConfig {
+        self.keys.base_url = Some(base_url.into());
+        self
+    }
+
+    pub(crate) fn with_max_tokens(mut self, max_tokens: u32) -> RawLlmConfig {
+        self.keys.max_tokens = Some(max_tokens);
+        self
+    }
+
+    pub(crate) fn with_temperature(mut self, temperature: f64) -> RawLlmConfig {
+        self.keys.temperature = Some(temperature);
+        self
+    }
+
+    pub(crate) fn with_request_timeout_s(mut self, seconds: f64) -> RawLlmConfig {
+        self.keys.request_timeout_s = Some(seconds);
+        self
     }
 }
 

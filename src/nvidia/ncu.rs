@@ -452,14 +452,7 @@ pub fn resolve_ncu_bin(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/tests/fixtures/ncu-2025.3.1-h200/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("reading {path}: {error}"))
-    }
+    use crate::nvidia::h200_captures;
 
     fn names(list: &[&str]) -> KernelNames {
         KernelNames::new(list.iter().map(|name| name.to_string())).expect("a non-empty name list")
@@ -483,7 +476,7 @@ mod tests {
 
     #[test]
     fn args_match_the_command_that_made_the_h200_capture() {
-        let cmds = fixture("measured_call.cmds.txt");
+        let cmds = h200_captures::text("measured_call.cmds.txt");
         let recorded = cmds
             .lines()
             .find_map(|line| line.strip_prefix("### raw: ncu "))
@@ -494,7 +487,7 @@ mod tests {
 
     #[test]
     fn every_metric_is_known_to_ncu_on_the_h200() {
-        let capture = fixture("measured_call_raw.log.csv");
+        let capture = h200_captures::text("measured_call_raw.log.csv");
         let header = capture
             .lines()
             .find(|line| line.starts_with("\"ID\","))

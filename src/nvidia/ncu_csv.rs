@@ -481,18 +481,7 @@ fn unit_to_base_factor(unit: &str) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/tests/fixtures/ncu-2025.3.1-h200/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|error| panic!("reading {path}: {error}"))
-    }
-
-    fn parse_fixture(name: &str) -> NcuReport {
-        parse_ncu_csv(&fixture(name)).unwrap_or_else(|error| panic!("{name}: {error}"))
-    }
+    use crate::nvidia::h200_captures;
 
     fn metric(result: &NcuKernelResult, name: &str) -> f64 {
         *result
@@ -505,7 +494,7 @@ mod tests {
     type Expected<'a> = &'a [(u32, &'a str, &'a [(&'a str, f64)])];
 
     fn check(name: &str, expected: Expected) {
-        let report = parse_fixture(name);
+        let report = h200_captures::parsed(name);
         let got: Vec<(u32, &str)> = report
             .kernels
             .iter()
@@ -598,7 +587,7 @@ mod tests {
     #[test]
     fn raw_page_from_the_log_file_holds_only_ncu_output() {
         assert_eq!(
-            fixture("logfile.stdout.txt").trim(),
+            h200_captures::text("logfile.stdout.txt").trim(),
             "APP-STDOUT: done 2.11.0+cu130 3.6.0 NVIDIA H200"
         );
         check(
@@ -617,7 +606,7 @@ mod tests {
 
     #[test]
     fn raw_page_identity_columns_and_attributes() {
-        let report = parse_fixture("raw_metrics.stdout.txt");
+        let report = h200_captures::parsed("raw_metrics.stdout.txt");
         let add = &report.kernels[0];
         assert_eq!(add.device, Some(0));
         assert_eq!(add.block_size, Some([128, 1, 1]));
@@ -677,10 +666,10 @@ mod tests {
                 ),
             ],
         );
-        let report = parse_fixture("measured_call_raw.log.csv");
+        let report = h200_captures::parsed("measured_call_raw.log.csv");
         assert_eq!(report.kernels[1].grid_size, Some([32, 32, 1]));
         assert_eq!(
-            fixture("measured_call_raw.stdout.txt"),
+            h200_captures::text("measured_call_raw.stdout.txt"),
             "APP-STDOUT: warm\nAPP-STDOUT: done 2.11.0+cu130 3.6.0 NVIDIA H200\n",
             "with --log-file, ncu's stdout carries the program's lines alone"
         );
@@ -754,14 +743,14 @@ mod tests {
 
     #[test]
     fn details_page_of_the_measured_call_prefers_named_metrics_over_section_rows() {
-        let report = parse_fixture("measured_call_details.log.csv");
+        let report = h200_captures::parsed("measured_call_details.log.csv");
         let names: Vec<&str> = report
             .kernels
             .iter()
             .map(|k| k.kernel_name.as_str())
             .collect();
         assert_eq!(names, ["add_kernel", "matmul_kernel"]);
-        let raw = parse_fixture("measured_call_raw.log.csv");
+        let raw = h200_captures::parsed("measured_call_raw.log.csv");
         for (details, raw) in report.kernels.iter().zip(&raw.kernels) {
             assert!(metric(details, "gpu__time_duration.sum") > 0.0);
             assert!(
@@ -803,8 +792,8 @@ mod tests {
     /// is found on the raw page under the same name, equal up to the details page's rounding.
     #[test]
     fn imported_raw_and_details_pages_agree() {
-        let raw = parse_fixture("import_raw.stdout.txt");
-        let details = parse_fixture("import_details.stdout.txt");
+        let raw = h200_captures::parsed("import_raw.stdout.txt");
+        let details = h200_captures::parsed("import_details.stdout.txt");
         assert_eq!(raw.kernels.len(), 2);
         assert_eq!(details.kernels.len(), 2);
         for (raw, details) in raw.kernels.iter().zip(&details.kernels) {
@@ -852,7 +841,7 @@ mod tests {
 
     #[test]
     fn unknown_metric_is_absent_not_zero() {
-        let report = parse_fixture("badmetric.stdout.txt");
+        let report = h200_captures::parsed("badmetric.stdout.txt");
         assert_eq!(report.kernels.len(), 1);
         assert!(
             !report.kernels[0]
@@ -869,7 +858,7 @@ mod tests {
 
     #[test]
     fn no_kernels_profiled_lists_the_available_ones() {
-        match parse_ncu_csv(&fixture("nomatch.stdout.txt")) {
+        match parse_ncu_csv(&h200_captures::text("nomatch.stdout.txt")) {
             Err(NcuParseError::NoKernelsProfiled { available }) => assert_eq!(
                 available,
                 [
@@ -884,7 +873,7 @@ mod tests {
 
     #[test]
     fn application_failure_is_carried() {
-        match parse_ncu_csv(&fixture("appfail.stdout.txt")) {
+        match parse_ncu_csv(&h200_captures::text("appfail.stdout.txt")) {
             Err(NcuParseError::Reported { lines }) => {
                 assert_eq!(
                     lines,
@@ -898,7 +887,7 @@ mod tests {
     #[test]
     fn summary_table_is_refused_by_name() {
         assert!(matches!(
-            parse_ncu_csv(&fixture("summary.stdout.txt")),
+            parse_ncu_csv(&h200_captures::text("summary.stdout.txt")),
             Err(NcuParseError::SummaryTable)
         ));
     }
@@ -906,7 +895,7 @@ mod tests {
     #[test]
     fn plain_text_details_output_has_no_header() {
         assert!(matches!(
-            parse_ncu_csv(&fixture("nocsv_details.stdout.txt")),
+            parse_ncu_csv(&h200_captures::text("nocsv_details.stdout.txt")),
             Err(NcuParseError::MissingHeader)
         ));
     }

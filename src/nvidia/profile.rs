@@ -289,25 +289,15 @@ fn profiled_device(result: &NcuKernelResult) -> ProfiledDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nvidia::ncu_csv::parse_ncu_csv;
+    use crate::nvidia::h200_captures;
     use crate::profiling::Bottleneck;
-
-    fn fixture(name: &str) -> NcuReport {
-        let path = format!(
-            "{}/tests/fixtures/ncu-2025.3.1-h200/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|error| panic!("reading {path}: {error}"));
-        parse_ncu_csv(&text).unwrap_or_else(|error| panic!("{name}: {error}"))
-    }
 
     fn kernels(names: &[&str]) -> Vec<String> {
         names.iter().map(|name| name.to_string()).collect()
     }
 
     fn summarize_fixture(name: &str, under_test: &[&str]) -> NvidiaProfile {
-        summarize(&fixture(name), &kernels(under_test))
+        summarize(&h200_captures::parsed(name), &kernels(under_test))
             .unwrap_or_else(|error| panic!("{name}: {error}"))
     }
 
@@ -483,7 +473,7 @@ mod tests {
     #[test]
     fn no_kernel_under_test_profiled() {
         match summarize(
-            &fixture("raw_metrics.stdout.txt"),
+            &h200_captures::parsed("raw_metrics.stdout.txt"),
             &kernels(&["matmul_kernel"]),
         ) {
             Err(SummaryError::KernelsNotProfiled { expected, profiled }) => {
@@ -493,18 +483,21 @@ mod tests {
             other => panic!("expected KernelsNotProfiled, got {other:?}"),
         }
         assert!(matches!(
-            summarize(&fixture("raw_metrics.stdout.txt"), &[]),
+            summarize(&h200_captures::parsed("raw_metrics.stdout.txt"), &[]),
             Err(SummaryError::NoKernelsUnderTest)
         ));
     }
 
     #[test]
     fn missing_memory_sol_is_an_error_not_zero() {
-        match summarize(&fixture("badmetric.stdout.txt"), &kernels(&["add_kernel"])) {
+        match summarize(
+            &h200_captures::parsed("badmetric.stdout.txt"),
+            &kernels(&["add_kernel"]),
+        ) {
             Err(SummaryError::MissingMetric { id: 0, metric, .. }) => assert_eq!(metric, DURATION),
             other => panic!("expected MissingMetric, got {other:?}"),
         }
-        let mut report = fixture("raw_metrics.stdout.txt");
+        let mut report = h200_captures::parsed("raw_metrics.stdout.txt");
         report.kernels[0].metrics.remove(MEMORY_SOL);
         match summarize(&report, &kernels(&["add_kernel"])) {
             Err(SummaryError::MissingMetric { metric, .. }) => assert_eq!(metric, MEMORY_SOL),
@@ -514,7 +507,7 @@ mod tests {
 
     #[test]
     fn a_metric_one_launch_lacks_is_left_out() {
-        let mut report = fixture("measured_call_raw.log.csv");
+        let mut report = h200_captures::parsed("measured_call_raw.log.csv");
         report.kernels[0].metrics.remove(COMPUTE_SOL);
         report.kernels[1]
             .metrics

@@ -1,7 +1,6 @@
 //! The Nsight Compute profiler of a run: one ncu process per profile around the wrapper,
 //! measuring exactly the measured call, read into the profile the prompts and the journal get.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -14,11 +13,10 @@ use super::ncu::{
 };
 use super::ncu_csv::parse_ncu_csv;
 use super::profile::{NcuFailure, NvidiaProfile, is_permanent, summarize};
-use crate::devices::Pin;
 use crate::profiling::{
-    PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
-    ProfilerSetup, create_profile_dir, error_chain, is_executable_file, read_kernels_out,
-    roofline_analysis, run_pass, with_log_tail,
+    PassRecord, ProfileOutcome, ProfileReport, ProfileRun, ProfileTarget, ProfilerSetup,
+    error_chain, is_executable_file, off_thread, read_kernels_out, roofline_analysis,
+    with_log_tail,
 };
 
 /// ncu's report inside the ncu pass's folder (its `--log-file`).
@@ -46,16 +44,6 @@ impl NcuProfileFailure {
     }
 }
 
-/// One profile's invariants: where it runs and what its invocations share.
-struct NcuRun<'a> {
-    target: &'a ProfileTarget,
-    pin: &'a Pin,
-    profile_dir: PathBuf,
-    /// Shared by the profile's invocations, so that only the first compiles.
-    triton_cache: PathBuf,
-    budget: &'a ProfileBudget,
-}
-
 impl NcuProfiler {
     pub fn new(setup: ProfilerSetup, ncu_bin_path: Option<PathBuf>) -> Self {
         NcuProfiler {
@@ -67,9 +55,8 @@ impl NcuProfiler {
     /// One profile of `target`: a plain run of the wrapper first when the kernels under test
     /// are not known (to learn them for ncu's kernel filter), then one ncu process.
     pub async fn profile_target(&self, target: &ProfileTarget) -> ProfileOutcome {
-        let budget = ProfileBudget::start(self.setup.total_budget);
         let mut passes = Vec::new();
-        match self.measure(target, &budget, &mut passes).await {
+        match self.measure(target, &mut passes).await {
             Ok(profile) => {
                 let measured = profile.kernel_profile();
                 let analysis = analysis_of(&profile, &measured);
@@ -102,7 +89,6 @@ impl NcuProfiler {
     async fn measure(
         &self,
         target: &ProfileTarget,
-        budget: &ProfileBudget,
         passes: &mut Vec<PassRecord>,
     ) -> Result<NvidiaProfile, NcuProfileFailure> {
         let ncu = self
@@ -119,19 +105,9 @@ impl NcuProfiler {
                 error: ProfileError::Unavailable(reason),
                 kernels: Vec::new(),
             })?;
-        let profile_dir = create_profile_dir(&target.folder).await.map_err(|error| {
-            NcuProfileFailure::failed(format!(
-                "error making a profile folder in {}: {error}",
-                target.folder.display()
-            ))
-        })?;
-        let run = NcuRun {
-            target,
-            pin,
-            triton_cache: profile_dir.join("triton-cache"),
-            profile_dir,
-            budget,
-        };
+        let run = ProfileRun::start(&self.setup, target, pin)
+            .await
+            .map_err(NcuProfileFailure::failed)?;
         let filter = match target.kernel_names.as_slice() {
             [] => self.discover_kernels(&run, passes).await?,
             known => KernelNames::new(known.iter().cloned())
@@ -144,7 +120,7 @@ impl NcuProfiler {
     /// the measured call launched.
     async fn ncu_pass(
         &self,
-        run: &NcuRun<'_>,
+        run: &ProfileRun<'_>,
         ncu: &Path,
         filter: &KernelNames,
         passes: &mut Vec<PassRecord>,
@@ -156,10 +132,11 @@ impl NcuProfiler {
             kernel_names: filter.clone(),
             log_file: report_path.clone(),
             python: self.setup.python_for_child(),
-            wrapper_args: self.wrapper_args(run, &kernels_out),
+            wrapper_args: run.wrapper_args(&kernels_out),
         };
-        let outcome = self
-            .run_pass(run, "ncu", ncu, ncu_command_args(&invocation), dir, NCU_ENV)
+        let args = ncu_command_args(&invocation);
+        let outcome = run
+            .run_pass("ncu", ncu, args, dir, NCU_ENV, Vec::new())
             .await;
         passes.push(outcome.record.clone());
         let with_kernels = |error: ProfileError| NcuProfileFailure {
@@ -224,15 +201,15 @@ impl NcuProfiler {
     /// call launches: ncu's kernel filter needs them before it starts.
     async fn discover_kernels(
         &self,
-        run: &NcuRun<'_>,
+        run: &ProfileRun<'_>,
         passes: &mut Vec<PassRecord>,
     ) -> Result<KernelNames, NcuProfileFailure> {
         let dir = run.profile_dir.join("discovery");
         let kernels_out = dir.join(KERNELS_OUT);
-        let args = self.wrapper_args(run, &kernels_out);
+        let args = run.wrapper_args(&kernels_out);
         let python = self.setup.python_for_child();
-        let outcome = self
-            .run_pass(run, "wrapper run", &python, args, dir, &[])
+        let outcome = run
+            .run_pass("wrapper run", &python, args, dir, &[], Vec::new())
             .await;
         passes.push(outcome.record.clone());
         if let Some(reason) = outcome.failure("the wrapper") {
@@ -246,49 +223,10 @@ impl NcuProfiler {
         KernelNames::new(launched).map_err(|error| NcuProfileFailure::failed(error.to_string()))
     }
 
-    fn wrapper_args(&self, run: &NcuRun<'_>, kernels_out: &Path) -> Vec<OsString> {
-        self.setup
-            .wrapper_args(&run.target.candidate, kernels_out, &run.triton_cache)
-    }
-
-    /// Runs one invocation of the profile, with the profile's Triton cache and `extra_env`.
-    async fn run_pass(
-        &self,
-        run: &NcuRun<'_>,
-        what: &str,
-        program: &Path,
-        args: Vec<OsString>,
-        dir: PathBuf,
-        extra_env: &[(&str, &str)],
-    ) -> PassOutcome {
-        let cache = run.triton_cache.to_string_lossy();
-        let mut env = extra_env.to_vec();
-        env.push(("TRITON_CACHE_DIR", &cache));
-        let spec = PassSpec {
-            label: format!(
-                "{what} for {} on device {}",
-                run.target.label, run.target.device
-            ),
-            program: program.to_path_buf(),
-            args,
-            dir,
-            env: self.setup.child_env(run.pin, &env),
-            counters: Vec::new(),
-        };
-        run_pass(
-            &spec,
-            &self.setup.watchdog,
-            run.budget,
-            self.setup.pass_deadline,
-            self.setup.kill_grace,
-        )
-        .await
-    }
-
     async fn ncu_binary(&self) -> Result<PathBuf, NcuNotFound> {
         let configured = self.ncu_bin_path.clone();
         let path_var = self.setup.path_var().map(ToOwned::to_owned);
-        tokio::task::spawn_blocking(move || {
+        off_thread(move || {
             resolve_ncu_bin(
                 configured.as_deref(),
                 path_var.as_deref(),
@@ -296,7 +234,6 @@ impl NcuProfiler {
             )
         })
         .await
-        .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
     }
 }
 

@@ -142,10 +142,10 @@ mod tests {
         (termination, started.elapsed(), child.group(), pid)
     }
 
-    #[tokio::test]
-    async fn a_child_and_grandchild_that_ignore_sigterm_are_killed_after_the_grace_period() {
-        let script = "trap '' TERM; sleep 60 & echo $! >&4; wait";
-
+    /// Terminates the group `script` starts (it writes a grandchild's pid to fd 4), and checks
+    /// that SIGKILL was needed, after the grace period, that `leader_signal` ended the leader
+    /// and that the grandchild is gone.
+    async fn check_killed_after_grace(script: &str, leader_signal: i32) {
         let (termination, took, group, grandchild) = terminate(script).await;
 
         assert!(termination.sigkill_needed(), "{termination:?}");
@@ -153,27 +153,24 @@ mod tests {
             termination
                 .leader_status()
                 .and_then(|status| status.signal()),
-            Some(SIGKILL)
+            Some(leader_signal)
         );
         assert!(took >= GRACE && took < GRACE + MARGIN, "took {took:?}");
         eventually_gone(group, &[grandchild]).await;
     }
 
     #[tokio::test]
+    async fn a_child_and_grandchild_that_ignore_sigterm_are_killed_after_the_grace_period() {
+        check_killed_after_grace("trap '' TERM; sleep 60 & echo $! >&4; wait", SIGKILL).await;
+    }
+
+    #[tokio::test]
     async fn a_grandchild_that_outlives_its_cooperative_leader_is_killed() {
-        let script = "sh -c 'trap \"\" TERM; echo $$ >&4; exec sleep 60' & wait";
-
-        let (termination, took, group, grandchild) = terminate(script).await;
-
-        assert!(termination.sigkill_needed(), "{termination:?}");
-        assert_eq!(
-            termination
-                .leader_status()
-                .and_then(|status| status.signal()),
-            Some(SIGTERM)
-        );
-        assert!(took >= GRACE && took < GRACE + MARGIN, "took {took:?}");
-        eventually_gone(group, &[grandchild]).await;
+        check_killed_after_grace(
+            "sh -c 'trap \"\" TERM; echo $$ >&4; exec sleep 60' & wait",
+            SIGTERM,
+        )
+        .await;
     }
 
     #[tokio::test]

@@ -94,6 +94,38 @@ pub struct CounterSample {
     pub value: f64,
 }
 
+#[cfg(test)]
+impl KernelDispatch {
+    /// A dispatch of `kernel_name` from `start_ns` to `end_ns`, with its id when the trace has
+    /// one.
+    pub(crate) fn new(
+        kernel_name: &str,
+        dispatch_id: Option<u64>,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> Self {
+        KernelDispatch {
+            kernel_name: kernel_name.to_owned(),
+            dispatch_id,
+            start_ns,
+            end_ns,
+        }
+    }
+}
+
+#[cfg(test)]
+impl CounterSample {
+    /// `counter` = `value` in dispatch `dispatch_id` of `kernel_name`.
+    pub(crate) fn new(dispatch_id: u64, kernel_name: &str, counter: &str, value: f64) -> Self {
+        CounterSample {
+            dispatch_id,
+            kernel_name: kernel_name.to_owned(),
+            counter: counter.to_owned(),
+            value,
+        }
+    }
+}
+
 pub fn read_kernel_trace(path: &Path) -> Result<KernelTrace, RocprofCsvError> {
     parse_kernel_trace(&read(path)?, path)
 }
@@ -366,15 +398,6 @@ mod tests {
 "0f3c2a",KERNEL_DISPATCH,"Agent 1",1,1,4242,9,12,"add_kernel",9,5000,5600,0,0,24,0,32,256,1,1,4194304,1,1
 "#;
 
-    fn dispatch(name: &str, id: Option<u64>, start: u64, end: u64) -> KernelDispatch {
-        KernelDispatch {
-            kernel_name: name.to_owned(),
-            dispatch_id: id,
-            start_ns: start,
-            end_ns: end,
-        }
-    }
-
     #[test]
     fn kernel_trace_of_every_layout() {
         let check = |text: &str, expected: Vec<KernelDispatch>| {
@@ -386,34 +409,37 @@ mod tests {
         check(
             TRACE_7X,
             vec![
-                dispatch(
+                KernelDispatch::new(
                     "void addition_kernel<float>(float*, float const*, float const*, int, int)",
                     Some(1),
                     1550151853029637,
                     1550151853042437,
                 ),
-                dispatch(
+                KernelDispatch::new(
                     "divide_kernel(float*, float const*, float const*, int, int)",
                     Some(4),
                     1550151853064037,
                     1550151853075237,
                 ),
-                dispatch("add_kernel", Some(7), 1000000000, 1000045000),
+                KernelDispatch::new("add_kernel", Some(7), 1000000000, 1000045000),
             ],
         );
         check(
             TRACE_62,
-            vec![dispatch(
+            vec![KernelDispatch::new(
                 "matrixTranspose(float*, float*, int)",
                 None,
                 671599758568,
                 671599825328,
             )],
         );
-        check(TRACE_64, vec![dispatch("add_kernel", Some(3), 2000, 2500)]);
+        check(
+            TRACE_64,
+            vec![KernelDispatch::new("add_kernel", Some(3), 2000, 2500)],
+        );
         check(
             TRACE_ROCPD,
-            vec![dispatch("add_kernel", Some(9), 5000, 5600)],
+            vec![KernelDispatch::new("add_kernel", Some(9), 5000, 5600)],
         );
     }
 
@@ -422,7 +448,7 @@ mod tests {
         let text = "\"Kind\",\"Kernel_Name\",\"Start_Timestamp\",\"End_Timestamp\"\n\
                     \"MEMORY_COPY\",\"\",1,2\n\"KERNEL_DISPATCH\",\"k\",3,5\n";
         let trace = parse_kernel_trace(text, path()).unwrap();
-        assert_eq!(trace.dispatches, vec![dispatch("k", None, 3, 5)]);
+        assert_eq!(trace.dispatches, vec![KernelDispatch::new("k", None, 3, 5)]);
         assert_eq!(trace.dispatches[0].duration_ns(), 2);
     }
 
@@ -518,15 +544,6 @@ mod tests {
 4242,5,5,"Agent 1",1,4242,4242,4096,12,"add_kernel",256,0,0,24,0,32,"FETCH_SIZE",4096.000000,10,20
 "#;
 
-    fn sample(id: u64, kernel: &str, counter: &str, value: f64) -> CounterSample {
-        CounterSample {
-            dispatch_id: id,
-            kernel_name: kernel.to_owned(),
-            counter: counter.to_owned(),
-            value,
-        }
-    }
-
     #[test]
     fn counter_collection_of_every_layout() {
         let check = |text: &str, expected: Vec<CounterSample>| {
@@ -536,13 +553,13 @@ mod tests {
         check(
             COUNTERS_7X,
             vec![
-                sample(
+                CounterSample::new(
                     1,
                     "void addition_kernel<float>(float*, float const*, float const*, int, int)",
                     "SQ_WAVES",
                     16384.0,
                 ),
-                sample(
+                CounterSample::new(
                     2,
                     "subtract_kernel(float*, float const*, float const*, int, int)",
                     "SQ_WAVES",
@@ -552,11 +569,16 @@ mod tests {
         );
         check(
             COUNTERS_64,
-            vec![sample(1, "__amd_rocclr_initHeap", "MemUnitBusy", 0.0)],
+            vec![CounterSample::new(
+                1,
+                "__amd_rocclr_initHeap",
+                "MemUnitBusy",
+                0.0,
+            )],
         );
         check(
             COUNTERS_62,
-            vec![sample(
+            vec![CounterSample::new(
                 1,
                 "matrixTranspose(float*, float*, int)",
                 "SQ_WAVES",
@@ -565,7 +587,7 @@ mod tests {
         );
         check(
             COUNTERS_ROCPD,
-            vec![sample(5, "add_kernel", "FETCH_SIZE", 4096.0)],
+            vec![CounterSample::new(5, "add_kernel", "FETCH_SIZE", 4096.0)],
         );
     }
 
@@ -598,6 +620,9 @@ mod tests {
         let text = "\"Kernel_Name\",\"Dispatch_Id\",\"Start_Timestamp\",\"End_Timestamp\"\n\
                     \"k\",12.000000,100,250\n";
         let trace = parse_kernel_trace(text, path()).unwrap();
-        assert_eq!(trace.dispatches, vec![dispatch("k", Some(12), 100, 250)]);
+        assert_eq!(
+            trace.dispatches,
+            vec![KernelDispatch::new("k", Some(12), 100, 250)]
+        );
     }
 }

@@ -19,11 +19,10 @@ use super::profile::{RocmProfile, RocmProfileError, read_counter_pass, read_timi
 use super::rocm_roofline::RocmPeaks;
 use super::rocprof_cli::{RocprofCapabilities, counter_pass_args, timing_pass_args};
 use super::selection::KernelsUnderTest;
-use crate::devices::Pin;
 use crate::profiling::{
-    PassOutcome, PassRecord, PassSpec, ProfileBudget, ProfileOutcome, ProfileReport, ProfileTarget,
-    ProfilerSetup, RooflineThresholds, create_profile_dir, error_chain, is_executable_file,
-    read_kernels_out, roofline_analysis, run_pass, with_log_tail,
+    PassOutcome, PassRecord, ProfileOutcome, ProfileReport, ProfileRun, ProfileTarget,
+    ProfilerSetup, RooflineThresholds, error_chain, is_executable_file, off_thread,
+    read_kernels_out, roofline_analysis, with_log_tail,
 };
 
 const KERNELS_OUT: &str = "kernels.json";
@@ -117,16 +116,6 @@ struct Progress {
     passes: Vec<PassRecord>,
 }
 
-/// One profile's invariants: where it runs and what every pass shares.
-struct ProfileRun<'a> {
-    target: &'a ProfileTarget,
-    pin: &'a Pin,
-    profile_dir: PathBuf,
-    /// Shared by every pass of the profile, so that only the first compiles.
-    triton_cache: PathBuf,
-    budget: ProfileBudget,
-}
-
 impl RocprofProfiler {
     pub fn new(setup: ProfilerSetup, settings: RocprofSettings) -> Self {
         RocprofProfiler {
@@ -202,19 +191,7 @@ impl RocprofProfiler {
         };
         let gfx_target = facts.and_then(|facts| facts.gfx_target.clone());
         let pin = self.setup.pin(target.device)?;
-        let profile_dir = create_profile_dir(&target.folder).await.map_err(|error| {
-            format!(
-                "error making a profile folder in {}: {error}",
-                target.folder.display()
-            )
-        })?;
-        let run = ProfileRun {
-            target,
-            pin,
-            triton_cache: profile_dir.join("triton-cache"),
-            profile_dir,
-            budget: ProfileBudget::start(self.setup.total_budget),
-        };
+        let run = ProfileRun::start(&self.setup, target, pin).await?;
         let tool = self.tool(&run).await?;
 
         let (kernels, duration_ms) = self.timing_pass(&run, &tool, progress).await?;
@@ -250,16 +227,16 @@ impl RocprofProfiler {
             &dir,
             "timing_%pid%",
             &self.setup.python_for_child(),
-            &self.wrapper_args(run, &kernels_out),
+            &run.wrapper_args(&kernels_out),
         )
         .map_err(|error| error.to_string())?;
-        let outcome = self
+        let outcome = run
             .run_pass(
-                run,
-                "timing pass",
+                "rocprofv3 timing pass",
                 &tool.binary,
                 args,
                 dir.clone(),
+                &[],
                 Vec::new(),
             )
             .await;
@@ -304,17 +281,17 @@ impl RocprofProfiler {
                 &dir,
                 "pmc_%pid%",
                 &self.setup.python_for_child(),
-                &self.wrapper_args(run, &kernels_out),
+                &run.wrapper_args(&kernels_out),
             )
             .map_err(|error| error.to_string())?;
             let what = format!("counter pass {number} ({})", group.counters().join(" "));
-            let outcome = self
+            let outcome = run
                 .run_pass(
-                    run,
-                    &what,
+                    &format!("rocprofv3 {what}"),
                     &tool.binary,
                     args,
                     dir.clone(),
+                    &[],
                     group.counters().to_vec(),
                 )
                 .await;
@@ -339,44 +316,6 @@ impl RocprofProfiler {
             }
         }
         Err(format!("counter pass {number} has no counter group"))
-    }
-
-    fn wrapper_args(&self, run: &ProfileRun<'_>, kernels_out: &Path) -> Vec<OsString> {
-        self.setup
-            .wrapper_args(&run.target.candidate, kernels_out, &run.triton_cache)
-    }
-
-    async fn run_pass(
-        &self,
-        run: &ProfileRun<'_>,
-        what: &str,
-        binary: &Path,
-        args: Vec<OsString>,
-        dir: PathBuf,
-        counters: Vec<String>,
-    ) -> PassOutcome {
-        let cache = run.triton_cache.to_string_lossy();
-        let spec = PassSpec {
-            label: format!(
-                "rocprofv3 {what} for {} on device {}",
-                run.target.label, run.target.device
-            ),
-            program: binary.to_path_buf(),
-            args,
-            dir,
-            env: self
-                .setup
-                .child_env(run.pin, &[("TRITON_CACHE_DIR", &cache)]),
-            counters,
-        };
-        run_pass(
-            &spec,
-            &self.setup.watchdog,
-            &run.budget,
-            self.setup.pass_deadline,
-            self.setup.kill_grace,
-        )
-        .await
     }
 
     /// The installed rocprofv3, read once per run: its binary, its options from `--help` and
@@ -456,8 +395,15 @@ impl RocprofProfiler {
             .map(|arg| arg.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" ");
-        let outcome = self
-            .run_pass(run, &what, binary, args, dir.to_path_buf(), Vec::new())
+        let outcome = run
+            .run_pass(
+                &format!("rocprofv3 {what}"),
+                binary,
+                args,
+                dir.to_path_buf(),
+                &[],
+                Vec::new(),
+            )
             .await;
         if outcome.error.is_some() || outcome.record.killed {
             let reason = outcome
@@ -497,13 +443,6 @@ async fn pass_failure(error: &RocmProfileError, outcome: &PassOutcome) -> String
         | RocmProfileError::Signalled => with_log_tail(&reason, &outcome.log_path).await,
         _ => reason,
     }
-}
-
-/// Reads output files on the blocking pool: kernel traces of long programs are large.
-async fn off_thread<T: Send + 'static>(read: impl FnOnce() -> T + Send + 'static) -> T {
-    tokio::task::spawn_blocking(read)
-        .await
-        .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
 }
 
 /// The roofline sentences, then the measured bandwidth, the L2 hit rate and the instruction

@@ -222,15 +222,6 @@ mod tests {
         KernelsUnderTest::new(names.iter().copied()).unwrap()
     }
 
-    fn dispatch(name: &str, id: Option<u64>, start: u64, end: u64) -> KernelDispatch {
-        KernelDispatch {
-            kernel_name: name.to_owned(),
-            dispatch_id: id,
-            start_ns: start,
-            end_ns: end,
-        }
-    }
-
     fn trace(dispatches: Vec<KernelDispatch>) -> KernelTrace {
         KernelTrace {
             path: PathBuf::from("t_kernel_trace.csv"),
@@ -288,19 +279,19 @@ mod tests {
     fn last_dispatch_by_dispatch_id_then_start() {
         let under_test = kernels(&["k"]);
         let with_ids = trace(vec![
-            dispatch("k", Some(3), 100, 200),
-            dispatch("k", Some(9), 300, 350),
-            dispatch("at::elementwise", Some(10), 400, 900),
-            dispatch("k", Some(5), 500, 700),
+            KernelDispatch::new("k", Some(3), 100, 200),
+            KernelDispatch::new("k", Some(9), 300, 350),
+            KernelDispatch::new("at::elementwise", Some(10), 400, 900),
+            KernelDispatch::new("k", Some(5), 500, 700),
         ]);
         let measured = measured_dispatches(&with_ids, &under_test).unwrap();
         assert_eq!(measured[0].dispatch.dispatch_id, Some(9));
         assert_eq!(measured_duration_ms(&measured), 50.0 / 1e6);
 
         let without_ids = trace(vec![
-            dispatch("k", None, 100, 200),
-            dispatch("k", None, 500, 650),
-            dispatch("k", None, 300, 350),
+            KernelDispatch::new("k", None, 100, 200),
+            KernelDispatch::new("k", None, 500, 650),
+            KernelDispatch::new("k", None, 300, 350),
         ]);
         let measured = measured_dispatches(&without_ids, &under_test).unwrap();
         assert_eq!(measured[0].dispatch.start_ns, 500);
@@ -311,10 +302,10 @@ mod tests {
         let under_test = kernels(&["main_kernel", "reduce_kernel"]);
         let measured = measured_dispatches(
             &trace(vec![
-                dispatch("main_kernel", Some(1), 0, 5_000_000),
-                dispatch("reduce_kernel", Some(2), 5_000_000, 5_100_000),
-                dispatch("main_kernel", Some(3), 6_000_000, 7_000_000),
-                dispatch("reduce_kernel", Some(4), 7_000_000, 7_050_000),
+                KernelDispatch::new("main_kernel", Some(1), 0, 5_000_000),
+                KernelDispatch::new("reduce_kernel", Some(2), 5_000_000, 5_100_000),
+                KernelDispatch::new("main_kernel", Some(3), 6_000_000, 7_000_000),
+                KernelDispatch::new("reduce_kernel", Some(4), 7_000_000, 7_050_000),
             ]),
             &under_test,
         )
@@ -325,7 +316,7 @@ mod tests {
     #[test]
     fn trace_without_a_kernel_under_test_is_an_error() {
         let error = measured_dispatches(
-            &trace(vec![dispatch("at::fill", Some(1), 0, 5)]),
+            &trace(vec![KernelDispatch::new("at::fill", Some(1), 0, 5)]),
             &kernels(&["k"]),
         )
         .unwrap_err();
@@ -336,26 +327,17 @@ mod tests {
         );
     }
 
-    fn sample(id: u64, kernel: &str, counter: &str, value: f64) -> CounterSample {
-        CounterSample {
-            dispatch_id: id,
-            kernel_name: kernel.to_owned(),
-            counter: counter.to_owned(),
-            value,
-        }
-    }
-
     #[test]
     fn counters_of_the_last_dispatch_summed_across_kernels() {
         let samples = [
-            sample(1, "main", "FETCH_SIZE", 900.0),
-            sample(1, "main", "SQ_WAVES", 9.0),
-            sample(2, "at::copy", "FETCH_SIZE", 5000.0),
-            sample(3, "main", "FETCH_SIZE", 100.0),
-            sample(3, "main", "SQ_WAVES", 1.0),
-            sample(4, "reduce", "FETCH_SIZE", 10.0),
-            sample(6, "reduce.kd", "FETCH_SIZE", 20.0),
-            sample(6, "reduce.kd", "FETCH_SIZE", 2.0),
+            CounterSample::new(1, "main", "FETCH_SIZE", 900.0),
+            CounterSample::new(1, "main", "SQ_WAVES", 9.0),
+            CounterSample::new(2, "at::copy", "FETCH_SIZE", 5000.0),
+            CounterSample::new(3, "main", "FETCH_SIZE", 100.0),
+            CounterSample::new(3, "main", "SQ_WAVES", 1.0),
+            CounterSample::new(4, "reduce", "FETCH_SIZE", 10.0),
+            CounterSample::new(6, "reduce.kd", "FETCH_SIZE", 20.0),
+            CounterSample::new(6, "reduce.kd", "FETCH_SIZE", 2.0),
         ];
         let counters =
             measured_counters(&samples, &kernels(&["main", "reduce"]), Path::new("c.csv")).unwrap();
@@ -369,7 +351,7 @@ mod tests {
     #[test]
     fn no_rows_of_a_kernel_under_test_is_an_error() {
         let error = measured_counters(
-            &[sample(1, "main", "FETCH_SIZE", 1.0)],
+            &[CounterSample::new(1, "main", "FETCH_SIZE", 1.0)],
             &kernels(&["main", "reduce"]),
             Path::new("c.csv"),
         )

@@ -1,62 +1,14 @@
 //! Issue 6: the dry run with an OpenAI-compatible server on loopback in place of the replay
 //! provider, and what the run does with the key and with a refusal.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+
+use support::{openai_completion as completion, serve_http as serve};
 
 const KEY: &str = "sk-kactors-test-secret-0123456789";
-
-/// Answers every request with `status` and `body`; records each request body. Serves at most
-/// `limit` connections, then stops.
-fn serve(status: u16, body: String, limit: usize) -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let recorded = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(limit) {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut request = vec![0; length];
-            let _ = reader.read_exact(&mut request);
-            recorded
-                .lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&request).into_owned());
-            let reason = if status == 200 { "OK" } else { "Unauthorized" };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (address, seen)
-}
-
-fn completion(code: &str) -> String {
-    let content = format!("Here is a faster kernel.\n\n```python\n{code}\n```\n");
-    serde_json::json!({
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200}
-    })
-    .to_string()
-}
 
 fn run_against(dir: &Path, base_url: &str) -> std::process::Output {
     run_with(

@@ -105,6 +105,18 @@ pub enum RunOutcome {
     Refused,
 }
 
+impl RunOutcome {
+    /// Its word in the journal: `completed`, `failed`, `interrupted`, `refused`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Refused => "refused",
+        }
+    }
+}
+
 /// A reply kept beside the candidate: its file (relative to the run directory) and the SHA-256
 /// of its bytes, journaled only once the file is synced to disk.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -165,6 +165,22 @@ pub struct RunSummary {
     profiling_note: Option<String>,
 }
 
+/// A run's figures in brief: what `kactors run --strategy all` compares runs by.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Headline {
+    pub strategy: String,
+    pub simulated: bool,
+    /// How the run finished; none for a journal without `run_finished`.
+    pub outcome: Option<(RunOutcome, String)>,
+    /// The fastest verified kernel and its time.
+    pub best: Option<(CandidateId, f64)>,
+    pub initial_ms: Option<f64>,
+    /// Candidates whose fate the journal records, the initial kernel left out.
+    pub candidates: usize,
+    /// From `run_started` to `run_finished` (or the journal's last record).
+    pub wall: Duration,
+}
+
 /// report.md and report.html of one moment of a run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RenderedReport {
@@ -461,6 +477,22 @@ impl RunSummary {
     /// or was killed.
     pub fn is_finished(&self) -> bool {
         self.outcome.is_some()
+    }
+
+    pub fn headline(&self) -> Headline {
+        Headline {
+            strategy: self.strategy.clone(),
+            simulated: self.simulated,
+            outcome: self.outcome.clone(),
+            best: self.best,
+            initial_ms: self.initial_ms,
+            candidates: self
+                .candidates
+                .keys()
+                .filter(|id| **id != CandidateId::INITIAL)
+                .count(),
+            wall: self.wall_time(),
+        }
     }
 
     /// Where the journal ends: `run_finished`, or the latest record of a run still going.

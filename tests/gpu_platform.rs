@@ -460,3 +460,91 @@ fn a_kernel_directory_without_candidates_ends_after_the_initial_kernel() {
     );
     assert_eq!(last["best_candidate"], 0);
 }
+
+#[test]
+fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_their_logs_kept() {
+    let node = Node::new(&[
+        (
+            "01.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "02.py",
+            "# standin: pass time_ms=1.2\ndef kernel_function(x):\n    return x + 0\n",
+        ),
+        (
+            "03.py",
+            "# standin: pass time_ms=3.0\ndef kernel_function(x):\n    return x - 0\n",
+        ),
+        (
+            "04.py",
+            "# standin: fail reason=wrong\ndef kernel_function(x):\n    return x + 1\n",
+        ),
+    ])
+    .on_one_device();
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records = journal(&run);
+    // The beam keeps 2 and 1; 3 is slower and 4 failed. The initial kernel stays for the
+    // finale, which times it again.
+    let mut removed: Vec<(u64, Vec<String>, u64)> = records
+        .iter()
+        .filter(|r| r["type"] == "caches_removed")
+        .map(|r| {
+            let paths = r["paths"].as_array().unwrap();
+            (
+                r["candidate"].as_u64().unwrap(),
+                paths
+                    .iter()
+                    .map(|p| p.as_str().unwrap().to_string())
+                    .collect(),
+                r["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        [
+            (3, vec!["candidates/3/triton-cache".to_string()], 4096),
+            (4, vec!["candidates/4/triton-cache".to_string()], 4096),
+        ]
+    );
+    for candidate in [0, 1, 2] {
+        assert!(
+            run.join(format!("candidates/{candidate}/triton-cache/standin.cubin"))
+                .is_file(),
+            "candidate {candidate} keeps its cache"
+        );
+    }
+    for candidate in [3, 4] {
+        let folder = run.join(format!("candidates/{candidate}"));
+        assert!(!folder.join("triton-cache").exists());
+        for kept in ["kernel.py", "prompt.md", "reply.md"] {
+            assert!(
+                folder.join(kept).is_file(),
+                "candidate {candidate}'s {kept}"
+            );
+        }
+    }
+    let measured = records
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "run_dir_measured")
+        .expect("the run directory is measured");
+    assert!(measured["bytes"].as_u64().unwrap() > 3 * 4096);
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    assert!(
+        report.contains("## Disk\n\nThe run directory holds "),
+        "{report}"
+    );
+    assert!(
+        report.contains("The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 8.19 kB (8192 bytes)."),
+        "{report}"
+    );
+}

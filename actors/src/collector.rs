@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
+use std::time::{Duration, SystemTime};
 
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
@@ -72,6 +73,14 @@ pub struct BestChanged {
     pub source: String,
 }
 
+/// The candidate can no longer become a parent: the caches in its folder are removed (on the
+/// writer thread) and, when there were any, `caches_removed` journaled with what they held.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RemoveCaches {
+    pub candidate: CandidateId,
+}
+
 /// A resumed run's records so far: the report and the run's end count them too. Nothing is
 /// written.
 #[derive(Message)]
@@ -108,6 +117,8 @@ enum Command {
     ),
     Write(CandidateId, String, String),
     Best(String),
+    /// A candidate's caches, with when the Collector was told (the record's time).
+    RemoveCaches(CandidateId, SystemTime),
     Seed(Vec<JournalRecord>),
     Folder(
         String,
@@ -204,6 +215,10 @@ impl Actor for Collector {
 /// The most commands the writer thread takes before it syncs the journal.
 const MOST_PER_SYNC: usize = 512;
 
+/// How often the run directory is measured for the report at most: a measurement walks every
+/// file of the run directory.
+const MEASURE_EVERY: Duration = Duration::from_secs(60);
+
 /// The writer thread: runs until the Collector is gone. It takes the commands queued so far, at
 /// most `MOST_PER_SYNC`, then syncs the journal once (group commit: a sync costs milliseconds,
 /// and a busy run makes hundreds of records a second). The first disk error is reported at once
@@ -224,6 +239,7 @@ fn write_records(
         errors: FirstError::default(),
         summary: RunSummary::default(),
         unsynced: false,
+        measured_at: None,
     };
     while let Ok(first) = commands.recv() {
         writer.handle(first);
@@ -241,6 +257,8 @@ struct Writer<'a> {
     errors: FirstError,
     summary: RunSummary,
     unsynced: bool,
+    /// When the run directory was last measured (the time of the record that prompted it).
+    measured_at: Option<SystemTime>,
 }
 
 impl Writer<'_> {
@@ -264,7 +282,30 @@ impl Writer<'_> {
             Command::Append(record) => {
                 self.append(&record);
                 if matches!(record.event, Event::RoundFinished { .. }) {
+                    let due = self.measured_at.is_none_or(|last| {
+                        record.t.duration_since(last).unwrap_or_default() >= MEASURE_EVERY
+                    });
+                    if due {
+                        self.measure(record.t);
+                    }
                     self.rewrite_report();
+                }
+            }
+            Command::RemoveCaches(candidate, t) => {
+                match self.store.remove_candidate_caches(candidate) {
+                    Ok(removed) if !removed.paths.is_empty() => self.append(&JournalRecord {
+                        t,
+                        event: Event::CachesRemoved {
+                            candidate,
+                            paths: removed.paths,
+                            bytes: removed.bytes,
+                        },
+                    }),
+                    Ok(_) => {}
+                    // A cache left behind costs disk, not the run: it goes on.
+                    Err(error) => tracing::warn!(
+                        "failed to remove the caches of candidate {candidate}: {error}"
+                    ),
                 }
             }
             Command::Prepare(candidate, files, reply) => {
@@ -298,6 +339,7 @@ impl Writer<'_> {
                 let _ = self.errors.note(written, "best_kernel.py", self.failed);
             }
             Command::Finish(record, best_source, reply) => {
+                self.measure(record.t);
                 self.append(&record);
                 self.sync();
                 if let Some(source) = best_source {
@@ -310,6 +352,18 @@ impl Writer<'_> {
                     None => Ok(()),
                 });
             }
+        }
+    }
+
+    /// Journals what the run directory holds now, for the report.
+    fn measure(&mut self, t: SystemTime) {
+        self.measured_at = Some(t);
+        match self.store.measure() {
+            Ok(bytes) => self.append(&JournalRecord {
+                t,
+                event: Event::RunDirMeasured { bytes },
+            }),
+            Err(error) => tracing::warn!("failed to measure the run directory: {error}"),
         }
     }
 
@@ -445,6 +499,17 @@ impl Handler<KeepReply> for Collector {
                 .await
                 .map(|_| ReplyFile { file, sha256 })
         })
+    }
+}
+
+impl Handler<RemoveCaches> for Collector {
+    type Result = ();
+
+    fn handle(&mut self, message: RemoveCaches, _: &mut Context<Self>) {
+        let t = whole_millis(self.clock.now());
+        let _ = self
+            .commands
+            .send(Command::RemoveCaches(message.candidate, t));
     }
 }
 

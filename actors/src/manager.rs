@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::collector::{BestChanged, Collector, Record, RecordsFailed};
+use crate::collector::{BestChanged, Collector, Record, RecordsFailed, RemoveCaches};
 use crate::finale::{self, FinaleJob};
 use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
@@ -322,6 +322,9 @@ impl Manager {
                 time_ms: kernel.time_ms,
                 source: kernel.source.text().to_string(),
             }),
+            Decision::RemoveCaches { candidate } => {
+                self.collector.do_send(RemoveCaches { candidate })
+            }
             Decision::Finish {
                 outcome,
                 reason,

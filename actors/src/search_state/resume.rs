@@ -55,7 +55,8 @@ impl SearchState {
     /// `previously_in_flight`) fails instead, by the `evaluated` records returned first, for the
     /// Manager to journal and apply; each request in flight is sent again under its own id (the
     /// Manager uses a reply already on disk instead); a request the end cancelled is asked again;
-    /// a profile in flight is run again. Then the search goes on as it would have.
+    /// a profile in flight is run again; the caches of candidates that can no longer become
+    /// parents are removed again. Then the search goes on as it would have.
     pub fn resume(
         &mut self,
         previously_in_flight: &BTreeSet<CandidateId>,
@@ -155,6 +156,7 @@ impl SearchState {
                 out.push(decision);
             }
         }
+        out.extend(core.released_caches());
         self.pacer.advance(&mut self.core, &mut out);
         (failures, out)
     }

@@ -178,7 +178,7 @@ fn check_plots_against_journal(records: &[Value], html: &str) {
         .collect();
     let mut steps_drawn: Vec<(String, String, String)> = spans
         .iter()
-        .filter(|m| attribute(m, "data-step") != "idle")
+        .filter(|m| !["idle", "down"].contains(&attribute(m, "data-step").as_str()))
         .map(|m| {
             (
                 attribute(m, "data-device"),
@@ -193,6 +193,8 @@ fn check_plots_against_journal(records: &[Value], html: &str) {
     let start = millis(&records[0]);
     let end = records.iter().map(millis).fold(start, f64::max);
     let wall = (end - start) / 1000.0;
+    let down_journaled = down_stretches(records);
+    let down: f64 = down_journaled.iter().map(|(from, to)| to - from).sum();
     for busy in marks(devices, "busy") {
         let device = attribute(&busy, "data-device");
         let mut covered: Vec<(f64, f64)> = spans
@@ -223,12 +225,38 @@ fn check_plots_against_journal(records: &[Value], html: &str) {
             })
             .map(|m| seconds(m, "data-end") - seconds(m, "data-start"))
             .sum();
+        let down_drawn: Vec<(f64, f64)> = spans
+            .iter()
+            .filter(|m| {
+                attribute(m, "data-device") == device && attribute(m, "data-step") == "down"
+            })
+            .map(|m| (seconds(m, "data-start"), seconds(m, "data-end")))
+            .collect();
+        assert_eq!(down_drawn.len(), down_journaled.len(), "device {device}");
+        for ((from, to), (start, stop)) in down_drawn.iter().zip(&down_journaled) {
+            assert!((from - start).abs() < 0.002 && (to - stop).abs() < 0.002);
+        }
         let fraction = seconds(&busy, "data-fraction");
         assert!(
-            (fraction - (1.0 - idle / wall)).abs() < 0.01,
-            "device {device}: busy {fraction} with {idle} s idle of {wall} s"
+            (fraction - (1.0 - idle / (wall - down))).abs() < 0.01,
+            "device {device}: busy {fraction} with {idle} s idle of {wall} s, {down} s down"
         );
     }
+}
+
+/// The stretches no process ran, in seconds since the start: from the last record before each
+/// `run_resumed` to it.
+fn down_stretches(records: &[Value]) -> Vec<(f64, f64)> {
+    let start = millis(&records[0]);
+    let mut last = start;
+    let mut stretches = Vec::new();
+    for record in records {
+        if record["type"] == "run_resumed" {
+            stretches.push(((last - start) / 1000.0, (millis(record) - start) / 1000.0));
+        }
+        last = last.max(millis(record));
+    }
+    stretches
 }
 
 /// Nothing the page could fetch or run: no script, no external reference.
@@ -369,11 +397,15 @@ fn assert_same(rendered: &str, expected: &str) {
     );
 }
 
-/// A record of the synthetic journal: `v` 2, the time `seconds` after 10:00:00.
+/// A record of the synthetic journal: `v` 2, the time `seconds` (under an hour) after 10:00:00.
 fn record(seconds: f64, kind: &str, fields: Value) -> Value {
     let mut record = json!({
         "v": 2,
-        "t": format!("2026-12-02T10:00:{:06.3}Z", seconds),
+        "t": format!(
+            "2026-12-02T10:{:02}:{:06.3}Z",
+            (seconds / 60.0) as u32,
+            seconds % 60.0
+        ),
         "type": kind,
     });
     record
@@ -593,6 +625,92 @@ fn a_killed_runs_report_marks_every_failure_by_reason_and_leaves_the_collectors_
         open,
         ["1:9"],
         "the step still running when the journal ends"
+    );
+}
+
+/// The killed run's journal (its whole lines) resumed 100 s after the death: the verification
+/// the death interrupted is taken up again, max_time is reached and the evaluations in flight
+/// cancelled after their grace, and the run ends.
+fn resumed_run_journal() -> Vec<Value> {
+    let (mut records, _) = killed_run_journal();
+    let death =
+        records.iter().map(millis).fold(0.0, f64::max) / 1000.0 - millis(&records[0]) / 1000.0;
+    let mut clock = death + 100.0;
+    records.push(record(
+        clock,
+        "run_resumed",
+        json!({"previous_end": "killed", "gap_s": 100.0, "in_flight": [9],
+               "pending_requests": ["r1-2", "r1-3"], "recovered": ["r1-2"],
+               "orphans_ended": 1, "torn_line": true}),
+    ));
+    clock += 0.5;
+    step(&mut records, &mut clock, 9, 2, 1, "verify");
+    step(&mut records, &mut clock, 10, 2, 0, "verify");
+    for cancelled in [false, true] {
+        records.push(record(
+            clock,
+            "limit_reached",
+            json!({"limit": "max_time", "reason": "max_time (2m) reached",
+                   "evaluations_cancelled": cancelled}),
+        ));
+        clock += 0.5;
+    }
+    records.push(record(
+        clock,
+        "run_finished",
+        json!({"outcome": "completed", "reason": "max_time (2m) reached", "best_candidate": 1,
+               "best_ms": 5.0, "initial_ms": 8.0}),
+    ));
+    records
+}
+
+#[test]
+fn a_resumed_runs_report_shows_the_resume_and_leaves_the_time_no_process_ran_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("beam_search-20261202T100000Z");
+    std::fs::create_dir_all(&run).unwrap();
+    let records = resumed_run_journal();
+    let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(run.join("journal.jsonl"), text).unwrap();
+
+    let output = report(dir.path(), &[run.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let html = read(&run.join("report.html"));
+    check_plots_against_journal(&records, &html);
+    let spans = marks(&plots(&html)[2], "span");
+    assert!(
+        spans.iter().all(|m| !m.contains_key("data-open")),
+        "the step the death interrupted ends with the dead process"
+    );
+    let [(from, to)] = down_stretches(&records)[..] else {
+        panic!("one resume")
+    };
+    let markdown = read(&run.join("report.md"));
+    let wall = (records.iter().map(millis).fold(0.0, f64::max) - millis(&records[0])) / 1000.0;
+    assert!(
+        markdown.contains(&format!(
+            "wall time {:.1} s, not counting {:.1} s between a death and its resume (1 resume(s))",
+            wall - (to - from),
+            to - from
+        )),
+        "{markdown}"
+    );
+    assert!(markdown.contains("## Resumes"), "{markdown}");
+    assert!(
+        markdown.contains(&format!(
+            "| {to:.1} | killed | {:.1} | 1 | 2 | 1 | 1 | cut off | – |",
+            to - from
+        )),
+        "{markdown}"
+    );
+    assert_eq!(
+        markdown.matches("Limit reached").count(),
+        1,
+        "one line for the limit, reached then its evaluations cancelled: {markdown}"
+    );
+    assert!(
+        markdown.contains("**max_time** (max_time (2m) reached); the evaluations still in flight after their grace were cancelled."),
+        "{markdown}"
     );
 }
 

@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::standin_node::standin_kernel;
 use support::{fixtures, is_running, write_executable};
 
 fn fixture(path: &str) -> PathBuf {
@@ -30,20 +31,20 @@ fn amd_node() -> tempfile::TempDir {
             asic.display()
         ),
     );
-    let kernel = root.join("kernel");
-    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-    std::fs::write(
-        kernel.join("input.py"),
-        "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-    )
-    .unwrap();
-    std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
-    std::fs::write(kernel.join("test.py"), "").unwrap();
-    for (name, ms) in [("01.py", "1.5"), ("02.py", "1.25")] {
-        let text =
-            format!("# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n");
-        std::fs::write(kernel.join("candidates").join(name), text).unwrap();
-    }
+    let candidates: Vec<(&str, String)> = [("01.py", "1.5"), ("02.py", "1.25")]
+        .into_iter()
+        .map(|(name, ms)| {
+            let text = format!(
+                "# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n"
+            );
+            (name, text)
+        })
+        .collect();
+    let candidates: Vec<(&str, &str)> = candidates
+        .iter()
+        .map(|(name, text)| (*name, text.as_str()))
+        .collect();
+    standin_kernel(root, &candidates);
     std::fs::write(
         root.join("amd.yaml"),
         format!(

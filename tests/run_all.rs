@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
-use support::{example, kactors, openai_completion, send_signal, serve_http, write_executable};
+use support::llm_server::{LlmServer, chat_completion};
+use support::{example, kactors, send_signal, write_executable};
 
 /// A host: a folder with `configs/` (strategy files), `bin/` (the only tools on PATH besides
 /// the system's) and the runs under `runs/`.
@@ -412,11 +413,11 @@ fn the_runs_share_one_max_time_so_a_later_run_gets_only_what_is_left() {
 
 #[test]
 fn the_runs_share_one_budget_so_a_later_run_counts_what_the_earlier_ones_spent() {
-    let (base_url, _) = serve_http(
-        200,
-        openai_completion("def kernel_function(a, b):\n    return a"),
-        64,
+    let reply = chat_completion(
+        "Here is a faster kernel.\n\n```python\ndef kernel_function(a, b):\n    return a\n```\n",
     );
+    let server = LlmServer::start(64, move |_| (200, reply.clone()));
+    let base_url = &server.base_url;
     // Each reply costs $0.80 (80 output tokens at $10000 a million); a request may cost $1.00
     // (max_tokens 100). The first run has no budget and spends at least $2.40 (an analysis and
     // two proposals); the second's $1.50 would allow its first request on its own.

@@ -18,6 +18,8 @@ use crate::profile::KernelProfile;
 
 mod history;
 mod reading;
+#[cfg(test)]
+pub(crate) mod samples;
 pub use history::{History, history};
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
@@ -423,8 +425,9 @@ pub enum Event {
         previous_end: String,
         /// Seconds from the journal's last record to this resume: not counted in max_time.
         gap_s: f64,
-        /// The candidates on a device when the previous process ended: evaluated again, except
-        /// one that was in flight at the death before too.
+        /// The candidates being evaluated or queued for their device when the previous process
+        /// ended: evaluated again, except one whose evaluation was under way on its device (a
+        /// verify or time step started) at that death and at the death before.
         in_flight: Vec<CandidateId>,
         /// The LLM requests without a reply when it ended: sent again, or answered from a reply
         /// kept on disk (`recovered`).

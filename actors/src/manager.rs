@@ -6,11 +6,12 @@
 //! do.
 
 mod devices;
+mod ending;
 mod llm;
 mod resume;
 mod time_limit;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -22,11 +23,10 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::collector::{BestChanged, Collector, Record, RecordsFailed, RemoveCaches};
-use crate::finale::{self, FinaleJob};
 use crate::gpu_worker::GpuWorker;
-use crate::journal::{Event, RunOutcome};
+use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
-use crate::model::{CandidateId, DeviceId, RankedKernel};
+use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, SearchConfig, SearchState};
@@ -274,28 +274,16 @@ impl Manager {
                 request_id,
                 context,
             } => {
-                let asked = |prompt: String| Asked::Code {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    attempt: 0,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
+                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
+                let asked = Asked::code(request_id, candidate, parent, round, 0);
                 return self.ask(self.prompts.optimization(&context), asked, ctx);
             }
             Decision::RequestRefinement {
                 request_id,
                 context,
             } => {
-                let asked = |prompt: String| Asked::Code {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    attempt: context.attempt,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
+                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
+                let asked = Asked::code(request_id, candidate, parent, round, context.attempt);
                 return self.ask(self.prompts.refinement(&context), asked, ctx);
             }
             Decision::RequestReflexion {
@@ -335,94 +323,6 @@ impl Manager {
         None
     }
 
-    /// The search is over. A run that ended otherwise than as planned cancels its requests in
-    /// flight; one that completed with a best kernel runs the finale first.
-    fn finish(
-        &mut self,
-        outcome: RunOutcome,
-        reason: String,
-        best: Option<RankedKernel>,
-        initial: Option<RankedKernel>,
-        ctx: &mut Context<Self>,
-    ) {
-        if outcome != RunOutcome::Completed {
-            self.cancel_requests(&reason, ctx);
-        }
-        let (finale_device, skipped) = self.finale_device();
-        let reason = match (outcome, skipped) {
-            (RunOutcome::Completed, Some(skipped)) if best.is_some() => {
-                format!("{reason}; {skipped}")
-            }
-            _ => reason,
-        };
-        self.done = Some(RunDone {
-            outcome,
-            reason,
-            best: best.clone(),
-            initial_ms: initial.as_ref().map(|k| k.time_ms),
-            search: None,
-        });
-        let (RunOutcome::Completed, Some(best), Some(initial), Some(device)) =
-            (outcome, best, initial, finale_device)
-        else {
-            return;
-        };
-        let mut kernels = vec![(initial.id, initial.source)];
-        for member in self.state.beam() {
-            if kernels.iter().all(|(id, _)| *id != member.id) {
-                kernels.push((member.id, member.source));
-            }
-        }
-        let job = FinaleJob {
-            kernels,
-            profile_best: self.state.profiling() && !self.state.has_profile(best.id),
-            best,
-            device,
-            worker: self.workers[&device].clone(),
-            collector: self.collector.clone(),
-            deadline: self.settings.step_deadline,
-            final_files: self.settings.final_files.clone(),
-        };
-        self.finale_running = true;
-        let me = ctx.address();
-        ctx.spawn(
-            async move {
-                let profile = finale::run(job).await;
-                me.do_send(Input::FinaleDone(profile));
-            }
-            .into_actor(self),
-        );
-    }
-
-    /// The device the finale runs on: the first with nothing in flight (a run that reached
-    /// max_time may have evaluations still running). Or why there is no finale.
-    fn finale_device(&self) -> (Option<DeviceId>, Option<&'static str>) {
-        if let Some(why) = self.finale_would_overrun() {
-            return (None, Some(why));
-        }
-        let busy: BTreeSet<DeviceId> = self
-            .state
-            .in_flight()
-            .into_iter()
-            .filter_map(|id| self.state.placement(id).map(|(_, _, device)| device))
-            .collect();
-        match self.settings.devices.iter().find(|d| !busy.contains(d)) {
-            Some(device) => (Some(*device), None),
-            None => (
-                None,
-                Some("the finale was skipped: every device was still evaluating"),
-            ),
-        }
-    }
-
-    /// Journals every request in flight as cancelled, saying why.
-    fn cancel_requests(&mut self, reason: &str, ctx: &mut Context<Self>) {
-        let why = format!("the run ended before the reply came ({reason})");
-        for cancelled in self.state.cancellations(&why) {
-            self.step(cancelled, ctx);
-        }
-    }
-
     /// Seconds since a request was sent, by the run's clock.
     fn seconds_since_asked(&mut self, request_id: &str) -> Option<f64> {
         let asked = self.asked_at.remove(request_id)?;
@@ -451,23 +351,6 @@ impl Manager {
             self.device_free_at.insert(*device, now);
         }
         event
-    }
-
-    /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
-    fn handed_over(&self) -> bool {
-        !self.death_notice.armed
-    }
-
-    /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
-    fn hand_over_when_quiet(&mut self) {
-        if self.finale_running || !self.state.pending_requests().is_empty() {
-            return;
-        }
-        if let Some(mut done) = self.done.take() {
-            done.search = Some(self.state.clone());
-            self.death_notice.armed = false;
-            self.supervisor.done.do_send(done);
-        }
     }
 }
 
@@ -518,36 +401,5 @@ impl Handler<Input> for Manager {
                 }
             }
         }
-    }
-}
-
-impl Handler<StopRun> for Manager {
-    type Result = ();
-
-    fn handle(&mut self, message: StopRun, ctx: &mut Context<Self>) {
-        let reason = match message.why {
-            Stop::Signal(signal) => {
-                self.step(
-                    Event::Interrupted {
-                        signal: signal.clone(),
-                    },
-                    ctx,
-                );
-                format!("interrupted by {signal}")
-            }
-            Stop::Failed(reason) => {
-                self.step(
-                    Event::Stopped {
-                        reason: reason.clone(),
-                    },
-                    ctx,
-                );
-                reason
-            }
-        };
-        // A run already in its finale waits for no reply: the finale's own steps end with the
-        // children the Supervisor is ending.
-        self.cancel_requests(&reason, ctx);
-        self.hand_over_when_quiet();
     }
 }

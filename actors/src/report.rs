@@ -2,13 +2,21 @@
 //! the journal shows how it was reached. `RunSummary` is the one summary of a run; report.md
 //! renders it as text, report.html as the same text beside plots of it (`html`, `plots`).
 
+mod clock;
+mod headline;
 mod html;
+mod markdown;
 mod plots;
 mod svg;
+#[cfg(test)]
+mod tests;
+mod timeline;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
+
+pub use headline::Headline;
+use markdown::table_cell;
 
 use crate::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step};
 use crate::model::{CandidateId, DeviceId, Reference, is_tampering};
@@ -163,26 +171,13 @@ pub struct RunSummary {
     tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
     profiling_note: Option<String>,
+    /// Each resume after a death, and each limit reached, in journal order.
+    resumes: Vec<clock::Resume>,
+    limits: Vec<clock::LimitReached>,
     /// The run directory's latest measurement: when, and its bytes.
     run_dir_bytes: Option<(SystemTime, u64)>,
     /// Candidates whose caches were removed, and the bytes they held.
     caches_removed: (usize, u64),
-}
-
-/// A run's figures in brief: what `kactors run --strategy all` compares runs by.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Headline {
-    pub strategy: String,
-    pub simulated: bool,
-    /// How the run finished; none for a journal without `run_finished`.
-    pub outcome: Option<(RunOutcome, String)>,
-    /// The fastest verified kernel and its time.
-    pub best: Option<(CandidateId, f64)>,
-    pub initial_ms: Option<f64>,
-    /// Candidates whose fate the journal records, the initial kernel left out.
-    pub candidates: usize,
-    /// From `run_started` to `run_finished` (or the journal's last record).
-    pub wall: Duration,
 }
 
 /// report.md and report.html of one moment of a run.
@@ -201,45 +196,12 @@ fn step_key(step: Step) -> &'static str {
     }
 }
 
-/// `baseline / best` as a speedup, or a dash when either was not measured.
-fn ratio(baseline_ms: Option<f64>, best_ms: Option<f64>) -> String {
-    match (baseline_ms, best_ms) {
-        (Some(baseline), Some(best)) if best > 0.0 => format!("{:.2}×", baseline / best),
-        _ => "–".into(),
-    }
-}
-
-/// A size in decimal units: `512 B`, `14.2 kB`, `3.10 GB`.
-fn bytes_text(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
-    if bytes < 1000 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64;
-    let mut unit = "B";
-    for next in UNITS {
-        if value < 1000.0 {
-            break;
-        }
-        value /= 1000.0;
-        unit = next;
-    }
-    if value < 10.0 {
-        format!("{value:.2} {unit}")
-    } else {
-        format!("{value:.1} {unit}")
-    }
-}
-
-/// A reason as one table cell: its first line, with the table's separator escaped.
-fn table_cell(text: &str) -> String {
-    text.lines().next().unwrap_or_default().replace('|', "\\|")
-}
-
 impl RunSummary {
     pub fn observe(&mut self, record: &JournalRecord) {
-        self.last_record = Some(self.last_record.map_or(record.t, |last| last.max(record.t)));
+        let before = self.last_record;
+        self.last_record = Some(before.map_or(record.t, |last| last.max(record.t)));
         self.observe_for_plots(record);
+        self.observe_downtime(record, before);
         match &record.event {
             Event::CandidateFinished {
                 candidate,
@@ -510,433 +472,10 @@ impl RunSummary {
         self.outcome.is_some()
     }
 
-    pub fn headline(&self) -> Headline {
-        Headline {
-            strategy: self.strategy.clone(),
-            simulated: self.simulated,
-            outcome: self.outcome.clone(),
-            best: self.best,
-            initial_ms: self.initial_ms,
-            candidates: self
-                .candidates
-                .keys()
-                .filter(|id| **id != CandidateId::INITIAL)
-                .count(),
-            wall: self.wall_time(),
-        }
-    }
-
-    /// Where the journal ends: `run_finished`, or the latest record of a run still going.
-    fn end(&self) -> Option<SystemTime> {
-        self.finished.or(self.last_record)
-    }
-
-    fn wall_time(&self) -> Duration {
-        match (self.started, self.end()) {
-            (Some(start), Some(end)) => end.duration_since(start).unwrap_or_default(),
-            _ => Duration::ZERO,
-        }
-    }
-
-    /// The journal's end in seconds since the start.
-    fn end_seconds(&self) -> f64 {
-        self.end().map_or(0.0, |end| self.seconds_since_start(end))
-    }
-
-    /// Seconds from the run's start to `t`, the plots' time axis.
-    fn seconds_since_start(&self, t: SystemTime) -> f64 {
-        self.started
-            .and_then(|start| t.duration_since(start).ok())
-            .map_or(0.0, |since| since.as_secs_f64())
-    }
-
-    /// When a device was busy, in seconds since the start: its steps' spans with overlaps
-    /// merged, a step still open at the journal's end counted up to it.
-    fn busy_intervals(&self, device: &DeviceTime) -> Vec<(f64, f64)> {
-        let end = self.end_seconds();
-        let mut spans: Vec<(f64, f64)> = device
-            .spans
-            .iter()
-            .map(|span| {
-                let start = self.seconds_since_start(span.start);
-                let stop = span.end.map_or(end, |t| self.seconds_since_start(t));
-                (start, stop.max(start))
-            })
-            .collect();
-        spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut merged: Vec<(f64, f64)> = Vec::new();
-        for (start, stop) in spans {
-            match merged.last_mut() {
-                Some(last) if start <= last.1 => last.1 = last.1.max(stop),
-                _ => merged.push((start, stop)),
-            }
-        }
-        merged
-    }
-
-    /// Each device's busy fraction: time verifying, timing or profiling over the run's wall time
-    /// (up to the journal's last record for a run still going).
-    pub fn busy_fractions(&self) -> BTreeMap<DeviceId, f64> {
-        let wall = self.wall_time().as_secs_f64();
-        self.devices
-            .iter()
-            .map(|(device, time)| {
-                let busy: f64 = self
-                    .busy_intervals(time)
-                    .iter()
-                    .map(|(start, stop)| stop - start)
-                    .sum();
-                let fraction = if wall > 0.0 { busy / wall } else { 0.0 };
-                (*device, fraction)
-            })
-            .collect()
-    }
-
     /// report.md and report.html: the same tables, the page with the plots beside them.
     pub fn render(&self) -> RenderedReport {
         let markdown = self.render_markdown();
         let html = html::page(self, &markdown);
         RenderedReport { markdown, html }
-    }
-
-    pub fn render_markdown(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "# kactors run report\n");
-        if self.simulated {
-            let _ = writeln!(
-                out,
-                "**Simulated run:** the noop platform ran no kernel; every verdict and time below comes from a deterministic model of the candidate's source.\n"
-            );
-        }
-        if let Some((outcome, reason)) = &self.outcome {
-            let outcome = outcome.name();
-            let _ = writeln!(
-                out,
-                "Outcome: **{outcome}** ({reason}); wall time {:.1} s.\n",
-                self.wall_time().as_secs_f64()
-            );
-        } else if let Some(last) = self.last_record {
-            let _ = writeln!(
-                out,
-                "Still going, or killed: no run_finished record yet; the journal's last record is from {} ({:.1} s after the start).\n",
-                crate::journal::format_utc_millis(last),
-                self.wall_time().as_secs_f64()
-            );
-        }
-        self.render_final(&mut out);
-        let _ = writeln!(out, "## Configuration\n");
-        for (key, value) in &self.configuration {
-            let _ = writeln!(out, "- {key}: {value}");
-        }
-        let _ = writeln!(out, "\n## Rounds\n");
-        let _ = writeln!(
-            out,
-            "| round | proposed | verified | failed | duplicates | best (ms) | speedup vs initial | vs PyTorch eager | vs torch.compile | failures |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
-        for (round, row) in &self.rounds {
-            let best = match (row.best_ms, row.best_candidate) {
-                (Some(ms), Some(candidate)) => format!("{ms:.4} (candidate {candidate})"),
-                _ => "–".into(),
-            };
-            let speedup = self.speedup(row.best_ms);
-            let vs_eager = ratio(self.eager_ms, row.best_ms);
-            let vs_compile = ratio(self.compile_ms, row.best_ms);
-            let failures = if row.failures.is_empty() {
-                "–".to_string()
-            } else {
-                row.failures
-                    .iter()
-                    .map(|failure| table_cell(failure))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            };
-            let _ = writeln!(
-                out,
-                "| {round} | {} | {} | {} | {} | {best} | {speedup} | {vs_eager} | {vs_compile} | {failures} |",
-                row.proposed, row.verified, row.failed, row.duplicates
-            );
-        }
-        if !self.tampering.is_empty() {
-            let ids: Vec<String> = self.tampering.iter().map(ToString::to_string).collect();
-            let _ = writeln!(
-                out,
-                "\nTampered with the evaluator's state (rejected; the evaluator restarted): candidates {}.",
-                ids.join(", ")
-            );
-        }
-        let _ = writeln!(out, "\n## Best kernel\n");
-        match (self.best, self.initial_ms) {
-            (Some((candidate, ms)), initial) => {
-                let _ = writeln!(
-                    out,
-                    "Candidate {candidate}: {ms:.4} ms (initial kernel {}; speedup {}). Source: best_kernel.py.",
-                    initial
-                        .map(|i| format!("{i:.4} ms"))
-                        .unwrap_or_else(|| "not measured".into()),
-                    self.speedup(Some(ms))
-                );
-            }
-            (None, _) => {
-                let _ = writeln!(out, "No kernel was verified.");
-            }
-        }
-        let reference = |ms: Option<f64>| {
-            ms.map_or_else(|| "not measured".to_string(), |ms| format!("{ms:.4} ms"))
-        };
-        let _ = writeln!(
-            out,
-            "\nPyTorch eager: {}; torch.compile: {} (timed by the candidates' method on one device).",
-            reference(self.eager_ms),
-            reference(self.compile_ms)
-        );
-        let _ = writeln!(out, "\n## Devices\n");
-        let _ = writeln!(
-            out,
-            "| device | name | seen by its evaluator | busy fraction |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|");
-        for (device, fraction) in self.busy_fractions() {
-            let time = &self.devices[&device];
-            let seen = time.seen.as_deref().unwrap_or("–");
-            let _ = writeln!(
-                out,
-                "| {device} | {} | {seen} | {:.1}% |",
-                time.name,
-                fraction * 100.0
-            );
-        }
-        if !self.worker_deaths.is_empty() {
-            let _ = writeln!(out, "\n## Worker restarts\n");
-            for death in &self.worker_deaths {
-                let _ = writeln!(out, "- {death}");
-            }
-        }
-        if let Some(note) = &self.profiling_note {
-            let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");
-        }
-        self.render_disk(&mut out);
-        self.render_cross_check(&mut out);
-        out
-    }
-
-    /// What the run directory holds, and what was removed from it as the run went.
-    fn render_disk(&self, out: &mut String) {
-        let _ = writeln!(out, "\n## Disk\n");
-        match self.run_dir_bytes {
-            Some((at, bytes)) => {
-                let _ = write!(
-                    out,
-                    "The run directory holds {} ({bytes} bytes, measured {:.1} s after the start).",
-                    bytes_text(bytes),
-                    self.seconds_since_start(at)
-                );
-            }
-            None => {
-                let _ = write!(out, "The run directory has not been measured yet.");
-            }
-        }
-        let (candidates, removed) = self.caches_removed;
-        let _ = writeln!(
-            out,
-            " The caches of {candidates} candidate(s) that could no longer become parents were removed as the run went: {} ({removed} bytes).",
-            bytes_text(removed)
-        );
-    }
-
-    /// Each profiled kernel's event time against the device time its profiler measured for the
-    /// same call: more than 10% apart means one of the two did not measure the kernel's own work.
-    fn render_cross_check(&self, out: &mut String) {
-        let pairs: Vec<(CandidateId, f64, f64)> = self
-            .profile_times
-            .iter()
-            .filter_map(|(candidate, profiled)| {
-                Some((*candidate, *self.event_times.get(candidate)?, *profiled))
-            })
-            .collect();
-        if pairs.is_empty() {
-            return;
-        }
-        let _ = writeln!(out, "\n## Event time against the profiler's device time\n");
-        let _ = writeln!(
-            out,
-            "| candidate | event time (ms) | profiler (ms) | difference | |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|");
-        for (candidate, event, profiled) in pairs {
-            let difference = (event - profiled).abs() / profiled.max(f64::MIN_POSITIVE);
-            let flag = if difference > 0.10 {
-                "**flagged: more than 10% apart**"
-            } else {
-                "ok"
-            };
-            let _ = writeln!(
-                out,
-                "| {candidate} | {event:.4} | {profiled:.4} | {:.1}% | {flag} |",
-                difference * 100.0
-            );
-        }
-    }
-
-    /// The headline: the finale's figures, re-timed in one fresh process, interleaved.
-    fn render_final(&self, out: &mut String) {
-        if self.final_times.is_empty() {
-            return;
-        }
-        let _ = writeln!(
-            out,
-            "## Headline: re-timed in one fresh evaluator, interleaved, two passes\n"
-        );
-        let _ = writeln!(out, "| timed | pass 1 (ms) | pass 2 (ms) |");
-        let _ = writeln!(out, "|---|---|---|");
-        for (subject, figures) in &self.final_times {
-            let name = match subject {
-                FinalSubject::Kernel(candidate) if *candidate == CandidateId::INITIAL => {
-                    "initial kernel".to_string()
-                }
-                FinalSubject::Kernel(candidate) => format!("candidate {candidate}"),
-                FinalSubject::Eager => "PyTorch eager".into(),
-                FinalSubject::Compile => "torch.compile".into(),
-            };
-            let cells: Vec<String> = figures
-                .iter()
-                .map(|figure| match figure {
-                    Ok(ms) => format!("{ms:.4}"),
-                    Err(error) => error.clone(),
-                })
-                .collect();
-            let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
-        }
-        let mean = |subject: FinalSubject| {
-            let figures: Vec<f64> = self
-                .final_times
-                .get(&subject)?
-                .iter()
-                .filter_map(|f| f.as_ref().ok().copied())
-                .collect();
-            (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
-        };
-        if let Some((best, _)) = self.best {
-            let best_ms = mean(FinalSubject::Kernel(best));
-            let _ = writeln!(
-                out,
-                "\nBest kernel (candidate {best}): {} vs the initial kernel, {} vs PyTorch eager, {} vs torch.compile (means of the two passes).",
-                ratio(mean(FinalSubject::Kernel(CandidateId::INITIAL)), best_ms),
-                ratio(mean(FinalSubject::Eager), best_ms),
-                ratio(mean(FinalSubject::Compile), best_ms)
-            );
-        }
-        if let Some(user_test) = &self.user_test {
-            let _ = writeln!(
-                out,
-                "\nThe user's test.py on the best kernel, staged in final/: {user_test}."
-            );
-        }
-        let _ = writeln!(out);
-    }
-
-    fn speedup(&self, best_ms: Option<f64>) -> String {
-        ratio(self.initial_ms, best_ms)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::SystemTime;
-
-    use super::*;
-
-    fn record(event: Event) -> JournalRecord {
-        JournalRecord {
-            t: SystemTime::UNIX_EPOCH,
-            event,
-        }
-    }
-
-    fn finished(candidate: u64, ms: f64) -> Event {
-        Event::CandidateFinished {
-            candidate: CandidateId(candidate),
-            parent: None,
-            round: 1,
-            device: DeviceId(0),
-            passed: true,
-            time_ms: Some(ms),
-            reason: None,
-            simulated: false,
-            duplicate_of: None,
-        }
-    }
-
-    fn profiled(candidate: u64, ms: f64) -> Event {
-        Event::ProfileRecorded {
-            candidate: CandidateId(candidate),
-            device: DeviceId(0),
-            bottleneck: "memory".into(),
-            duration_ms: Some(ms),
-            analysis: String::new(),
-            at_roofline: false,
-            details: None,
-        }
-    }
-
-    #[test]
-    fn an_event_time_more_than_ten_percent_from_the_profilers_is_flagged() {
-        let mut summary = RunSummary::default();
-        for event in [
-            finished(1, 1.05),
-            profiled(1, 1.00),
-            finished(2, 1.25),
-            profiled(2, 1.00),
-        ] {
-            summary.observe(&record(event));
-        }
-        let report = summary.render_markdown();
-        assert!(
-            report.contains("| 1 | 1.0500 | 1.0000 | 5.0% | ok |"),
-            "{report}"
-        );
-        assert!(
-            report.contains("| 2 | 1.2500 | 1.0000 | 25.0% | **flagged: more than 10% apart** |"),
-            "{report}"
-        );
-    }
-
-    #[test]
-    fn the_report_names_the_candidates_that_tampered_not_those_that_were_wrong() {
-        let failed = |candidate: u64, reason: &str| Event::CandidateFinished {
-            candidate: CandidateId(candidate),
-            parent: Some(CandidateId::INITIAL),
-            round: 1,
-            device: DeviceId(0),
-            passed: false,
-            time_ms: None,
-            reason: Some(reason.into()),
-            simulated: false,
-            duplicate_of: None,
-        };
-        let mut summary = RunSummary::default();
-        for event in [
-            failed(
-                2,
-                "verification failed: 2048 of 2048 output elements exceed atol=0.01",
-            ),
-            failed(
-                3,
-                "verification failed: tampered with the evaluator's state: torch.allclose was replaced",
-            ),
-            failed(
-                5,
-                "timing failed: evaluator rejected the request: tampered with the evaluator's state: it left Python threads running: Thread-1",
-            ),
-        ] {
-            summary.observe(&record(event));
-        }
-        let report = summary.render_markdown();
-        assert!(
-            report.contains(
-                "Tampered with the evaluator's state (rejected; the evaluator restarted): candidates 3, 5."
-            ),
-            "{report}"
-        );
     }
 }

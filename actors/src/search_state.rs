@@ -157,6 +157,18 @@ impl Candidate {
     fn source(&self) -> Option<&KernelSource> {
         self.sources.last()
     }
+
+    /// The decision to evaluate its current attempt's `source`.
+    fn evaluation(&self, id: CandidateId, source: KernelSource) -> Decision {
+        Decision::Evaluate {
+            candidate: id,
+            parent: self.parent,
+            round: self.round,
+            device: self.device,
+            attempt: self.attempt,
+            source,
+        }
+    }
 }
 
 /// A parent's preparation: its profile and its analysis are asked for once per kernel, and the
@@ -214,6 +226,8 @@ struct Core {
     /// Why the latest failed attempt made from each parent failed; cleared by a verified one.
     previous_errors: BTreeMap<CandidateId, String>,
     reference: ReferenceTimes,
+    /// Which references have their record: a resume times the others again.
+    references_recorded: BTreeSet<Reference>,
     /// Each kernel evaluated (its token stream's key: comments and spacing aside), and the
     /// candidate that brought it first.
     evaluated_sources: HashMap<String, CandidateId>,
@@ -272,6 +286,7 @@ impl SearchState {
                 lessons: VecDeque::new(),
                 previous_errors: BTreeMap::new(),
                 reference: ReferenceTimes::default(),
+                references_recorded: BTreeSet::new(),
                 evaluated_sources: HashMap::new(),
                 verified_ms: BTreeMap::new(),
                 device_load,
@@ -297,11 +312,33 @@ impl SearchState {
     /// Folds a journal: each record applied in order, the decisions dropped (they were carried
     /// out, or are to be taken again by whoever resumes).
     pub fn rebuild<'a>(config: SearchConfig, events: impl IntoIterator<Item = &'a Event>) -> Self {
+        Self::fold(config, events).0
+    }
+
+    /// Folds a journal, and answers too the records the last input led to that the journal
+    /// does not have: the process journals an input, then the records it leads to, and may
+    /// have died in between. A resume journals them before it goes on.
+    pub fn fold<'a>(
+        config: SearchConfig,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> (Self, Vec<Event>) {
         let mut state = SearchState::new(config);
+        let mut expected: VecDeque<Event> = VecDeque::new();
         for event in events {
-            state.apply(event);
+            if expected.front() == Some(event) {
+                expected.pop_front();
+                continue;
+            }
+            expected = state
+                .apply(event)
+                .into_iter()
+                .filter_map(|decision| match decision {
+                    Decision::Record(record) => Some(record),
+                    _ => None,
+                })
+                .collect();
         }
-        state
+        (state, expected.into())
     }
 
     /// Applies one record; what the search decides to do next comes back.
@@ -417,10 +454,13 @@ impl SearchState {
                 }
                 core.profiled(*candidate, None, &mut out);
             }
-            Event::ReferenceTimed { which, time_ms, .. } => match which {
-                Reference::Eager => core.reference.eager_ms = *time_ms,
-                Reference::Compile => core.reference.compile_ms = *time_ms,
-            },
+            Event::ReferenceTimed { which, time_ms, .. } => {
+                core.references_recorded.insert(*which);
+                match which {
+                    Reference::Eager => core.reference.eager_ms = *time_ms,
+                    Reference::Compile => core.reference.compile_ms = *time_ms,
+                }
+            }
             Event::Interrupted { signal } => core.finish(
                 RunOutcome::Interrupted,
                 format!("interrupted by {signal}"),

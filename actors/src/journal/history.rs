@@ -1,13 +1,13 @@
 //! What a journal says of the processes that wrote it, for the one that resumes the run: the
 //! search time they spent (each process's span, from its `run_started` or `run_resumed` to its
 //! last record: the gaps between a death and a resume are not counted), how the last one ended,
-//! what was in flight at the death before, the order the code requests were sent in, and the
-//! dollars the replies cost.
+//! what was being evaluated at its death and at the death before, the order the code requests
+//! were sent in, and the dollars the replies cost.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use super::{Event, JournalRecord, RunOutcome};
+use super::{Event, JournalRecord, RunOutcome, Step};
 use crate::model::CandidateId;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -19,8 +19,11 @@ pub struct History {
     pub previous_end: String,
     /// How the last process finished, if it did.
     pub finished: Option<(RunOutcome, String)>,
-    /// The last `run_resumed`'s `in_flight`: what was being evaluated at the death before.
-    pub previously_in_flight: BTreeSet<CandidateId>,
+    /// The candidates whose evaluation was under way on a device (a verify or time step
+    /// started, no result since) when the last process died and when the one before it died:
+    /// a kernel that may take the node down. One only queued for its device at either death is
+    /// not among them, nor one whose evaluation ended in between.
+    pub in_flight_at_two_deaths: BTreeSet<CandidateId>,
     /// Every request for code (a proposal or a refinement), in the order it was journaled:
     /// the replay provider hands its files out in this order.
     pub code_requests: Vec<String>,
@@ -45,7 +48,10 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
     let mut time_spent = Duration::ZERO;
     let mut segment: Option<(SystemTime, SystemTime)> = None;
     let mut finished = None;
-    let mut previously_in_flight = BTreeSet::new();
+    // The evaluations under way in the process the records are of, and those under way when
+    // the process before it died.
+    let mut on_device = BTreeSet::new();
+    let mut on_device_at_previous_death = BTreeSet::new();
     let mut code_requests = Vec::new();
     let mut spent_usd = 0.0;
     let mut close = |segment: Option<(SystemTime, SystemTime)>| {
@@ -59,16 +65,33 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
                 close(segment.take());
                 segment = Some((record.t, record.t));
                 finished = None;
+                on_device.clear();
+                on_device_at_previous_death.clear();
             }
-            Event::RunResumed { in_flight, .. } => {
+            Event::RunResumed { .. } => {
                 close(segment.take());
                 segment = Some((record.t, record.t));
                 finished = None;
-                previously_in_flight = in_flight.iter().copied().collect();
+                on_device_at_previous_death = std::mem::take(&mut on_device);
             }
             Event::RunFinished {
                 outcome, reason, ..
-            } => finished = Some((*outcome, reason.clone())),
+            } => {
+                finished = Some((*outcome, reason.clone()));
+                // A process that finished ended its evaluations itself: it did not die.
+                on_device.clear();
+            }
+            Event::StepStarted {
+                candidate,
+                step: Step::Verify | Step::Time,
+                ..
+            } => {
+                on_device.insert(*candidate);
+            }
+            Event::Evaluated { candidate, .. } => {
+                on_device.remove(candidate);
+                on_device_at_previous_death.remove(candidate);
+            }
             Event::ProposalRequested { request_id, .. } => code_requests.push(request_id.clone()),
             Event::ProposalReceived { cost_usd, .. }
             | Event::AnalysisReceived { cost_usd, .. }
@@ -92,7 +115,10 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
             |(outcome, reason)| format!("{}: {reason}", outcome.name()),
         ),
         finished,
-        previously_in_flight,
+        in_flight_at_two_deaths: on_device
+            .intersection(&on_device_at_previous_death)
+            .copied()
+            .collect(),
         code_requests,
         spent_usd,
     })
@@ -112,17 +138,7 @@ mod tests {
     }
 
     fn started() -> Event {
-        Event::RunStarted {
-            strategy: "noop".into(),
-            platform: "noop".into(),
-            simulated: true,
-            search: "beam_search".into(),
-            num_top_kernels: 1,
-            num_bottlenecks: 1,
-            max_rounds: 1,
-            devices: Vec::new(),
-            initial_source: String::new(),
-        }
+        crate::journal::samples::run_started("")
     }
 
     fn resumed(in_flight: &[u64]) -> Event {
@@ -187,12 +203,73 @@ mod tests {
         );
         assert_eq!(history.previous_end, "killed");
         assert_eq!(history.finished, None);
-        assert_eq!(
-            history.previously_in_flight,
-            BTreeSet::from([CandidateId(4), CandidateId(5)])
-        );
         assert_eq!(history.code_requests, ["r1-c1", "r1-c2"]);
         assert!((history.spent_usd - 0.75).abs() < 1e-12);
+    }
+
+    fn step(candidate: u64, step: Step) -> Event {
+        Event::StepStarted {
+            candidate: CandidateId(candidate),
+            parent: Some(CandidateId::INITIAL),
+            round: 1,
+            device: DeviceId(0),
+            step,
+        }
+    }
+
+    fn evaluated(candidate: u64) -> Event {
+        Event::Evaluated {
+            candidate: CandidateId(candidate),
+            parent: Some(CandidateId::INITIAL),
+            round: 1,
+            device: DeviceId(0),
+            attempt: 0,
+            outcome: crate::journal::EvaluationOutcome::Verified,
+            time_ms: Some(1.0),
+            provenance: None,
+            reason: None,
+            launched_kernels: Vec::new(),
+            seconds: None,
+        }
+    }
+
+    #[test]
+    fn only_an_evaluation_under_way_at_two_deaths_in_a_row_is_in_flight_twice() {
+        let history = |records: &[Event]| {
+            let records: Vec<JournalRecord> =
+                records.iter().cloned().map(|event| at(0, event)).collect();
+            super::history(&records).unwrap().in_flight_at_two_deaths
+        };
+        // 1 on the device at both deaths; 2 queued behind it both times; 3 on the device at
+        // the first death, then verified and refined, and on the device again at the second.
+        let twice = history(&[
+            started(),
+            step(1, Step::Verify),
+            step(3, Step::Time),
+            resumed(&[1, 2, 3]),
+            step(1, Step::Verify),
+            step(3, Step::Verify),
+            evaluated(3),
+            step(3, Step::Verify),
+        ]);
+        assert_eq!(twice, BTreeSet::from([CandidateId(1)]));
+        // A profile that was running is no evaluation; a process that finished did not die.
+        let none = history(&[
+            started(),
+            step(1, Step::Profile),
+            step(2, Step::Verify),
+            Event::RunFinished {
+                outcome: RunOutcome::Interrupted,
+                reason: "interrupted by SIGINT".into(),
+                best_candidate: None,
+                best_ms: None,
+                initial_ms: None,
+            },
+            resumed(&[2]),
+            step(1, Step::Profile),
+            step(2, Step::Verify),
+        ]);
+        assert!(none.is_empty(), "{none:?}");
     }
 
     #[test]

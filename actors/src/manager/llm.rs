@@ -166,6 +166,25 @@ impl Manager {
 }
 
 impl Asked {
+    /// A request for code once its prompt is rendered: the proposal (attempt 0) or refinement
+    /// `attempt` of `candidate`.
+    pub(super) fn code(
+        request_id: String,
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        attempt: u32,
+    ) -> impl FnOnce(String) -> Asked {
+        move |prompt| Asked::Code {
+            candidate,
+            parent,
+            round,
+            attempt,
+            request_id,
+            prompt,
+        }
+    }
+
     fn request_id(&self) -> &str {
         match self {
             Asked::Code { request_id, .. }

@@ -19,9 +19,9 @@ use super::Manager;
 pub struct Resume {
     /// The journal's records, a torn last line left out.
     pub records: Vec<JournalRecord>,
-    /// The candidates in flight when the process before the dead one died (the last
-    /// `run_resumed`'s `in_flight`): one in flight at both deaths is not tried a third time.
-    pub previously_in_flight: BTreeSet<CandidateId>,
+    /// The candidates being evaluated on a device when the last process died and when the one
+    /// before it died (`History::in_flight_at_two_deaths`): they are not tried a third time.
+    pub in_flight_at_two_deaths: BTreeSet<CandidateId>,
     /// `run_resumed`, as the resuming command knows it; the Manager adds what the fold says.
     pub resumed: Event,
     /// Replies kept on disk for requests the journal has no `*_received` for (the process died
@@ -43,10 +43,14 @@ impl Handler<ResumeRun> for Manager {
         let resume = message.0;
         self.arm_time_limit(ctx);
         self.recovered = resume.recovered;
-        self.state = SearchState::rebuild(
+        let (state, unjournaled) = SearchState::fold(
             self.settings.search_config(),
             resume.records.iter().map(|record| &record.event),
         );
+        self.state = state;
+        for record in unjournaled {
+            self.record(record);
+        }
         let mut resumed = resume.resumed;
         if let Event::RunResumed {
             in_flight,
@@ -70,7 +74,7 @@ impl Handler<ResumeRun> for Manager {
                 source: best.source.text().to_string(),
             });
         }
-        let (failures, decisions) = self.state.resume(&resume.previously_in_flight);
+        let (failures, decisions) = self.state.resume(&resume.in_flight_at_two_deaths);
         let mut inputs = Vec::new();
         for decision in decisions {
             inputs.extend(self.carry_out(decision, ctx));

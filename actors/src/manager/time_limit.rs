@@ -93,14 +93,15 @@ impl Manager {
     }
 
     /// Why the finale is skipped, if it is: it would not end by the time the run must be
-    /// handed over.
+    /// handed over. A search that ends when its evaluations are cancelled has the finale's
+    /// reserve left, less the lateness of a timer: a tenth of the reserve is allowed for it.
     pub(super) fn finale_would_overrun(&self) -> Option<&'static str> {
         let limit = self.settings.time_limit.as_ref()?;
         let hand_over_by = self.hand_over_by?;
         let left = hand_over_by
             .duration_since(self.clock.now())
             .unwrap_or(Duration::ZERO);
-        (left < limit.finale_reserve)
+        (left + limit.finale_reserve / 10 < limit.finale_reserve)
             .then_some("the finale was skipped: it would not end by max_time")
     }
 }

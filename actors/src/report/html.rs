@@ -5,8 +5,9 @@
 use pulldown_cmark::{Event as Markdown, Options, Parser, html::push_html};
 
 use super::RunSummary;
-use super::plots::{best_over_time, candidates_by_round, device_timelines};
+use super::plots::{best_over_time, candidates_by_round};
 use super::svg::escape;
+use super::timeline::device_timelines;
 
 const STYLE: &str = "\
 body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; padding: 0 1em; color: #222; }

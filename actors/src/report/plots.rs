@@ -1,29 +1,28 @@
-//! report.html's three plots, each an `<svg>` drawn from the run's summary: the best time against
-//! wall-clock time, every candidate's time by round, and each device's timeline. Each data mark
+//! report.html's plots, each an `<svg>` drawn from the run's summary: the best time against
+//! wall-clock time and every candidate's time by round here, each device's timeline in `timeline`. Each data mark
 //! says what it shows in its class and `data-` attributes (README: "report.html"), so that the
 //! page can be checked against the journal.
 
 use std::collections::BTreeMap;
 
 use super::svg::{Axis, Mark, Svg, Swatch, cross, legend, tick_label, x_axis, y_axis};
-use super::{FailureKind, Fate, FinishedCandidate, RunSummary, step_key};
+use super::{FailureKind, Fate, FinishedCandidate, RunSummary};
 use crate::journal::Step;
 use crate::model::CandidateId;
 
-const WIDTH: f64 = 960.0;
+pub(super) const WIDTH: f64 = 960.0;
 /// The plot areas' right edge.
-const RIGHT: f64 = WIDTH - 24.0;
+pub(super) const RIGHT: f64 = WIDTH - 24.0;
 /// The plot areas' left edge, where the vertical axis' labels end.
 const LEFT: f64 = 72.0;
 /// Where the legend's first row sits.
-const LEGEND: f64 = 20.0;
+pub(super) const LEGEND: f64 = 20.0;
 
 const BEST: &str = "#0072b2";
 const EAGER: &str = "#d55e00";
 const COMPILE: &str = "#cc79a7";
-const IDLE: &str = "#e8e8e8";
 
-fn step_colour(step: Step) -> &'static str {
+pub(super) fn step_colour(step: Step) -> &'static str {
     match step {
         Step::Verify => "#56b4e9",
         Step::Time => "#009e73",
@@ -45,8 +44,8 @@ fn failure_colour(kind: FailureKind) -> &'static str {
 }
 
 /// The unit a time axis counts in, by the run's length: seconds, minutes or hours.
-struct TimeUnit {
-    seconds: f64,
+pub(super) struct TimeUnit {
+    pub(super) seconds: f64,
     name: &'static str,
 }
 
@@ -64,14 +63,14 @@ impl TimeUnit {
 }
 
 /// The horizontal axis of wall-clock time, from the run's start to the journal's end.
-fn time_axis(summary: &RunSummary, left: f64) -> (Axis, TimeUnit) {
+pub(super) fn time_axis(summary: &RunSummary, left: f64) -> (Axis, TimeUnit) {
     let end = summary.end_seconds();
     let unit = TimeUnit::for_run(end);
     (Axis::linear(0.0, end / unit.seconds, left, RIGHT), unit)
 }
 
 /// The wall-clock axis along a plot's bottom edge.
-fn time_x_axis(svg: &mut Svg, x: &Axis, unit: &TimeUnit, bottom: f64, top: f64) {
+pub(super) fn time_x_axis(svg: &mut Svg, x: &Axis, unit: &TimeUnit, bottom: f64, top: f64) {
     let title = format!("wall-clock time since the run started ({})", unit.name);
     x_axis(svg, &labelled(x), bottom, top, &title);
 }
@@ -385,131 +384,4 @@ pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
         );
     }
     svg.finish()
-}
-
-/// The stretches of [0, end] outside the busy intervals (sorted, merged).
-fn idle_gaps(busy: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
-    let mut gaps = Vec::new();
-    let mut cursor = 0.0;
-    for (start, stop) in busy {
-        if *start > cursor {
-            gaps.push((cursor, *start));
-        }
-        cursor = f64::max(cursor, *stop);
-    }
-    if end > cursor {
-        gaps.push((cursor, end));
-    }
-    gaps
-}
-
-/// Each device's timeline: its steps (verify, time, profile, reference) and its idle stretches as
-/// coloured spans, with its busy fraction.
-pub(super) fn device_timelines(summary: &RunSummary) -> String {
-    const ROW: f64 = 22.0;
-    const GAP: f64 = 8.0;
-    const LABELS: f64 = 190.0;
-    let top = 48.0;
-    let rows = summary.devices.len().max(1) as f64;
-    let bottom = top + rows * (ROW + GAP);
-    let height = bottom + 48.0;
-    let (x, unit) = time_axis(summary, LABELS);
-    let end = summary.end_seconds();
-    let fractions = summary.busy_fractions();
-    let mut svg = Svg::new(
-        WIDTH,
-        height,
-        "plot devices",
-        "Each device's timeline: verify, time, profile and idle spans, with its busy fraction",
-    );
-    time_x_axis(&mut svg, &x, &unit, bottom, top);
-    let span = |svg: &mut Svg, row_top: f64, start: f64, stop: f64, colour: &str, mark: Mark| {
-        let left = x.at(start / unit.seconds);
-        let width = (x.at(stop / unit.seconds) - left).max(0.0);
-        svg.add(
-            mark.attr("class", "span")
-                .attr("data-start", format_args!("{start:.3}"))
-                .attr("data-end", format_args!("{stop:.3}"))
-                .px("x", left)
-                .px("y", row_top)
-                .px("width", width)
-                .px("height", ROW)
-                .attr("fill", colour),
-        );
-    };
-    for (row, (device, time)) in summary.devices.iter().enumerate() {
-        let row_top = top + row as f64 * (ROW + GAP);
-        let fraction = fractions.get(device).copied().unwrap_or(0.0);
-        svg.add(
-            Mark::new("text")
-                .attr("class", "busy")
-                .attr("data-device", device)
-                .attr("data-fraction", format_args!("{fraction:.4}"))
-                .px("x", LABELS - 8.0)
-                .px("y", row_top + ROW / 2.0 + 4.0)
-                .attr("text-anchor", "end")
-                .title(time.name.clone())
-                .text(format!("device {device}: {:.1}% busy", fraction * 100.0)),
-        );
-        for (start, stop) in idle_gaps(&summary.busy_intervals(time), end) {
-            let mark = Mark::new("rect")
-                .attr("data-device", device)
-                .attr("data-step", "idle")
-                .title(format!("device {device} idle, {start:.1}–{stop:.1} s"));
-            span(&mut svg, row_top, start, stop, IDLE, mark);
-        }
-        for step in &time.spans {
-            let start = summary.seconds_since_start(step.start);
-            let stop = step
-                .end
-                .map_or(end, |t| summary.seconds_since_start(t))
-                .max(start);
-            let still = if step.end.is_none() {
-                " (still running at the journal's end)"
-            } else {
-                ""
-            };
-            let mut mark = Mark::new("rect")
-                .attr("data-device", device)
-                .attr("data-step", step_key(step.step))
-                .attr("data-candidate", step.candidate)
-                .title(format!(
-                    "device {device}: {} candidate {}, {start:.1}–{stop:.1} s{still}",
-                    step_key(step.step),
-                    step.candidate
-                ));
-            if step.end.is_none() {
-                mark = mark.attr("data-open", "true");
-            }
-            span(&mut svg, row_top, start, stop, step_colour(step.step), mark);
-        }
-    }
-    let entries: Vec<(Swatch, String)> = [Step::Verify, Step::Time, Step::Profile, Step::Reference]
-        .into_iter()
-        .map(|step| {
-            (
-                Swatch::Block {
-                    colour: step_colour(step),
-                },
-                step_key(step).to_string(),
-            )
-        })
-        .chain([(Swatch::Block { colour: IDLE }, "idle".to_string())])
-        .collect();
-    legend(&mut svg, LABELS, LEGEND, RIGHT, &entries);
-    svg.finish()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn idle_gaps_fill_what_the_busy_intervals_leave() {
-        assert_eq!(
-            idle_gaps(&[(1.0, 2.0), (2.0, 3.0), (5.0, 6.0)], 8.0),
-            vec![(0.0, 1.0), (3.0, 5.0), (6.0, 8.0)]
-        );
-        assert_eq!(idle_gaps(&[(0.0, 8.0)], 8.0), Vec::new());
-    }
 }

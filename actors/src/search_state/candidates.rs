@@ -211,14 +211,7 @@ impl Core {
         candidate.sources.push(code.clone());
         candidate.phase = Phase::Evaluating;
         *self.device_load.entry(candidate.device).or_insert(0) += 1;
-        out.push(Decision::Evaluate {
-            candidate: id,
-            parent: candidate.parent,
-            round: candidate.round,
-            device: candidate.device,
-            attempt: candidate.attempt,
-            source: code,
-        });
+        out.push(candidate.evaluation(id, code));
     }
 
     pub(super) fn evaluated(&mut self, id: CandidateId, result: Evaluation, out: &mut Out) {

@@ -25,12 +25,15 @@ impl SearchState {
             .collect()
     }
 
-    /// The `evaluated` records that fail the candidates in flight at this death and the one
-    /// before (`previously_in_flight`, from the last `run_resumed`).
-    fn failures_in_flight_twice(&self, previously_in_flight: &BTreeSet<CandidateId>) -> Vec<Event> {
+    /// The `evaluated` records that fail the candidates being evaluated at this death and the
+    /// one before (`in_flight_at_two_deaths`, from the journal's steps).
+    fn failures_in_flight_twice(
+        &self,
+        in_flight_at_two_deaths: &BTreeSet<CandidateId>,
+    ) -> Vec<Event> {
         self.in_flight()
             .into_iter()
-            .filter(|id| previously_in_flight.contains(id))
+            .filter(|id| in_flight_at_two_deaths.contains(id))
             .filter_map(|id| {
                 let candidate = self.core.candidates.get(&id)?;
                 Some(Event::Evaluated {
@@ -51,23 +54,28 @@ impl SearchState {
     }
 
     /// Reopens the search and says what to take again: each evaluation in flight goes to its
-    /// device again, but one that was in flight at the death before too (in
-    /// `previously_in_flight`) fails instead, by the `evaluated` records returned first, for the
+    /// device again, but one whose evaluation was under way at this death and the one before
+    /// (`in_flight_at_two_deaths`) fails instead, by the `evaluated` records returned first, for the
     /// Manager to journal and apply; each request in flight is sent again under its own id (the
     /// Manager uses a reply already on disk instead); a request the end cancelled is asked again;
     /// a profile in flight is run again; the caches of candidates that can no longer become
-    /// parents are removed again. Then the search goes on as it would have.
+    /// parents are removed again. Then the search goes on as it would have. A search that was
+    /// over when the process died (in the finale, or waiting for its last replies) takes
+    /// nothing up again but those replies, and finishes again.
     pub fn resume(
         &mut self,
-        previously_in_flight: &BTreeSet<CandidateId>,
+        in_flight_at_two_deaths: &BTreeSet<CandidateId>,
     ) -> (Vec<Event>, Vec<Decision>) {
-        let failures = self.failures_in_flight_twice(previously_in_flight);
+        // A search that was over (the process died in the finale, or waiting for the last
+        // replies) is not searched further: it finishes again, so that the finale runs.
+        let search_over = matches!(self.core.finished, Some((RunOutcome::Completed, _)));
+        let failures = if search_over {
+            Vec::new()
+        } else {
+            self.failures_in_flight_twice(in_flight_at_two_deaths)
+        };
         let core = &mut self.core;
-        if core
-            .finished
-            .as_ref()
-            .is_some_and(|(outcome, _)| *outcome != RunOutcome::Completed)
-        {
+        if !search_over {
             core.finished = None;
         }
         let mut out = Vec::new();
@@ -102,19 +110,12 @@ impl SearchState {
             .collect();
         for (id, phase) in candidates {
             match phase {
-                Phase::Evaluating if previously_in_flight.contains(&id) => {}
+                Phase::Evaluating if search_over || in_flight_at_two_deaths.contains(&id) => {}
                 Phase::Evaluating => {
                     if let Some(candidate) = core.candidates.get(&id)
                         && let Some(source) = candidate.source()
                     {
-                        out.push(Decision::Evaluate {
-                            candidate: id,
-                            parent: candidate.parent,
-                            round: candidate.round,
-                            device: candidate.device,
-                            attempt: candidate.attempt,
-                            source: source.clone(),
-                        });
+                        out.push(candidate.evaluation(id, source.clone()));
                     }
                 }
                 Phase::Asking => {
@@ -157,6 +158,24 @@ impl SearchState {
             }
         }
         out.extend(core.released_caches());
+        if core.config.time_references
+            && core.initial.is_some()
+            && core.references_recorded.len() < 2
+        {
+            out.push(Decision::TimeReferences {
+                device: crate::search::device_for(CandidateId(1), &core.config.devices),
+            });
+        }
+        // The search was over and its end not journaled: it ends again (the finale too).
+        if let Some((outcome, reason)) = core.finished.clone() {
+            out.push(Decision::Finish {
+                outcome,
+                reason,
+                best: core.beam.as_ref().map(|beam| beam.best().clone()),
+                initial: core.initial.clone(),
+            });
+            return (failures, out);
+        }
         self.pacer.advance(&mut self.core, &mut out);
         (failures, out)
     }

@@ -187,7 +187,7 @@ impl Continuation {
         }
         Resume {
             records: self.records,
-            previously_in_flight: self.history.previously_in_flight,
+            in_flight_at_two_deaths: self.history.in_flight_at_two_deaths,
             resumed,
             recovered,
         }

@@ -1,0 +1,130 @@
+use std::time::SystemTime;
+
+use super::*;
+
+fn record(event: Event) -> JournalRecord {
+    JournalRecord {
+        t: SystemTime::UNIX_EPOCH,
+        event,
+    }
+}
+
+fn finished(candidate: u64, ms: f64) -> Event {
+    Event::CandidateFinished {
+        candidate: CandidateId(candidate),
+        parent: None,
+        round: 1,
+        device: DeviceId(0),
+        passed: true,
+        time_ms: Some(ms),
+        reason: None,
+        simulated: false,
+        duplicate_of: None,
+    }
+}
+
+fn profiled(candidate: u64, ms: f64) -> Event {
+    Event::ProfileRecorded {
+        candidate: CandidateId(candidate),
+        device: DeviceId(0),
+        bottleneck: "memory".into(),
+        duration_ms: Some(ms),
+        analysis: String::new(),
+        at_roofline: false,
+        details: None,
+    }
+}
+
+#[test]
+fn an_event_time_more_than_ten_percent_from_the_profilers_is_flagged() {
+    let mut summary = RunSummary::default();
+    for event in [
+        finished(1, 1.05),
+        profiled(1, 1.00),
+        finished(2, 1.25),
+        profiled(2, 1.00),
+    ] {
+        summary.observe(&record(event));
+    }
+    let report = summary.render_markdown();
+    assert!(
+        report.contains("| 1 | 1.0500 | 1.0000 | 5.0% | ok |"),
+        "{report}"
+    );
+    assert!(
+        report.contains("| 2 | 1.2500 | 1.0000 | 25.0% | **flagged: more than 10% apart** |"),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_report_names_the_candidates_that_tampered_not_those_that_were_wrong() {
+    let failed = |candidate: u64, reason: &str| Event::CandidateFinished {
+        candidate: CandidateId(candidate),
+        parent: Some(CandidateId::INITIAL),
+        round: 1,
+        device: DeviceId(0),
+        passed: false,
+        time_ms: None,
+        reason: Some(reason.into()),
+        simulated: false,
+        duplicate_of: None,
+    };
+    let mut summary = RunSummary::default();
+    for event in [
+        failed(
+            2,
+            "verification failed: 2048 of 2048 output elements exceed atol=0.01",
+        ),
+        failed(
+            3,
+            "verification failed: tampered with the evaluator's state: torch.allclose was replaced",
+        ),
+        failed(
+            5,
+            "timing failed: evaluator rejected the request: tampered with the evaluator's state: it left Python threads running: Thread-1",
+        ),
+    ] {
+        summary.observe(&record(event));
+    }
+    let report = summary.render_markdown();
+    assert!(
+        report.contains(
+            "Tampered with the evaluator's state (rejected; the evaluator restarted): candidates 3, 5."
+        ),
+        "{report}"
+    );
+}
+
+#[test]
+fn the_disk_section_says_what_the_run_directory_holds_and_what_was_removed() {
+    let mut summary = RunSummary::default();
+    assert!(
+        summary
+            .render_markdown()
+            .contains("## Disk\n\nThe run directory has not been measured yet. The caches of 0 candidate(s) that could no longer become parents were removed as the run went: 0 B (0 bytes).\n"),
+    );
+    for event in [
+        Event::CachesRemoved {
+            candidate: CandidateId(3),
+            paths: vec!["candidates/3/triton-cache".into()],
+            bytes: 1_200_000,
+        },
+        Event::CachesRemoved {
+            candidate: CandidateId(5),
+            paths: vec!["candidates/5/profile/ncu/ncu-report.csv".into()],
+            bytes: 34_567,
+        },
+        Event::RunDirMeasured { bytes: 512 },
+        Event::RunDirMeasured {
+            bytes: 3_104_000_000,
+        },
+    ] {
+        summary.observe(&record(event));
+    }
+    let report = summary.render_markdown();
+    assert!(
+        report.contains("## Disk\n\nThe run directory holds 3.10 GB (3104000000 bytes, measured 0.0 s after the start). The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 1.23 MB (1234567 bytes).\n"),
+        "{report}"
+    );
+}

@@ -1,0 +1,157 @@
+//! report.html's third plot: each device's timeline, its steps, idle stretches and the
+//! stretches no process ran (between a death and its resume) as coloured spans.
+
+use super::RunSummary;
+use super::clock::merged;
+use super::plots::{LEGEND, RIGHT, WIDTH, step_colour, time_axis, time_x_axis};
+use super::step_key;
+use super::svg::{Mark, Svg, Swatch, legend};
+use crate::journal::Step;
+
+const IDLE: &str = "#e8e8e8";
+const DOWN: &str = "#9e9e9e";
+
+/// The stretches of [0, end] outside the given intervals (sorted, merged).
+fn idle_gaps(busy: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
+    let mut gaps = Vec::new();
+    let mut cursor = 0.0;
+    for (start, stop) in busy {
+        if *start > cursor {
+            gaps.push((cursor, *start));
+        }
+        cursor = f64::max(cursor, *stop);
+    }
+    if end > cursor {
+        gaps.push((cursor, end));
+    }
+    gaps
+}
+
+/// Each device's timeline: its steps (verify, time, profile, reference) and its idle stretches as
+/// coloured spans, with its busy fraction.
+pub(super) fn device_timelines(summary: &RunSummary) -> String {
+    const ROW: f64 = 22.0;
+    const GAP: f64 = 8.0;
+    const LABELS: f64 = 190.0;
+    let top = 48.0;
+    let rows = summary.devices.len().max(1) as f64;
+    let bottom = top + rows * (ROW + GAP);
+    let height = bottom + 48.0;
+    let (x, unit) = time_axis(summary, LABELS);
+    let end = summary.end_seconds();
+    let fractions = summary.busy_fractions();
+    let down = summary.down_intervals();
+    let mut svg = Svg::new(
+        WIDTH,
+        height,
+        "plot devices",
+        "Each device's timeline: verify, time, profile and idle spans, with its busy fraction",
+    );
+    time_x_axis(&mut svg, &x, &unit, bottom, top);
+    let span = |svg: &mut Svg, row_top: f64, start: f64, stop: f64, colour: &str, mark: Mark| {
+        let left = x.at(start / unit.seconds);
+        let width = (x.at(stop / unit.seconds) - left).max(0.0);
+        svg.add(
+            mark.attr("class", "span")
+                .attr("data-start", format_args!("{start:.3}"))
+                .attr("data-end", format_args!("{stop:.3}"))
+                .px("x", left)
+                .px("y", row_top)
+                .px("width", width)
+                .px("height", ROW)
+                .attr("fill", colour),
+        );
+    };
+    for (row, (device, time)) in summary.devices.iter().enumerate() {
+        let row_top = top + row as f64 * (ROW + GAP);
+        let fraction = fractions.get(device).copied().unwrap_or(0.0);
+        svg.add(
+            Mark::new("text")
+                .attr("class", "busy")
+                .attr("data-device", device)
+                .attr("data-fraction", format_args!("{fraction:.4}"))
+                .px("x", LABELS - 8.0)
+                .px("y", row_top + ROW / 2.0 + 4.0)
+                .attr("text-anchor", "end")
+                .title(time.name.clone())
+                .text(format!("device {device}: {:.1}% busy", fraction * 100.0)),
+        );
+        for &(start, stop) in &down {
+            let mark = Mark::new("rect")
+                .attr("data-device", device)
+                .attr("data-step", "down")
+                .title(format!(
+                    "no kactors process ran, {start:.1}–{stop:.1} s: between a death and its resume"
+                ));
+            span(&mut svg, row_top, start, stop, DOWN, mark);
+        }
+        let mut occupied = summary.busy_intervals(time);
+        occupied.extend(down.iter().copied());
+        for (start, stop) in idle_gaps(&merged(occupied), end) {
+            let mark = Mark::new("rect")
+                .attr("data-device", device)
+                .attr("data-step", "idle")
+                .title(format!("device {device} idle, {start:.1}–{stop:.1} s"));
+            span(&mut svg, row_top, start, stop, IDLE, mark);
+        }
+        for step in &time.spans {
+            let start = summary.seconds_since_start(step.start);
+            let stop = step
+                .end
+                .map_or(end, |t| summary.seconds_since_start(t))
+                .max(start);
+            let still = if step.end.is_none() {
+                " (still running at the journal's end)"
+            } else {
+                ""
+            };
+            let mut mark = Mark::new("rect")
+                .attr("data-device", device)
+                .attr("data-step", step_key(step.step))
+                .attr("data-candidate", step.candidate)
+                .title(format!(
+                    "device {device}: {} candidate {}, {start:.1}–{stop:.1} s{still}",
+                    step_key(step.step),
+                    step.candidate
+                ));
+            if step.end.is_none() {
+                mark = mark.attr("data-open", "true");
+            }
+            span(&mut svg, row_top, start, stop, step_colour(step.step), mark);
+        }
+    }
+    let entries: Vec<(Swatch, String)> = [Step::Verify, Step::Time, Step::Profile, Step::Reference]
+        .into_iter()
+        .map(|step| {
+            (
+                Swatch::Block {
+                    colour: step_colour(step),
+                },
+                step_key(step).to_string(),
+            )
+        })
+        .chain([
+            (Swatch::Block { colour: IDLE }, "idle".to_string()),
+            (
+                Swatch::Block { colour: DOWN },
+                "down (killed, not yet resumed)".to_string(),
+            ),
+        ])
+        .collect();
+    legend(&mut svg, LABELS, LEGEND, RIGHT, &entries);
+    svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_gaps_fill_what_the_busy_intervals_leave() {
+        assert_eq!(
+            idle_gaps(&[(1.0, 2.0), (2.0, 3.0), (5.0, 6.0)], 8.0),
+            vec![(0.0, 1.0), (3.0, 5.0), (6.0, 8.0)]
+        );
+        assert_eq!(idle_gaps(&[(0.0, 8.0)], 8.0), Vec::new());
+    }
+}

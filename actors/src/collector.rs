@@ -8,12 +8,16 @@
 //! A run whose records cannot be kept must not go on: the first failed write (a full disk) and
 //! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
 
+mod disk;
+
+pub use disk::RemoveCaches;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
@@ -71,14 +75,6 @@ pub struct BestChanged {
     pub candidate: CandidateId,
     pub time_ms: f64,
     pub source: String,
-}
-
-/// The candidate can no longer become a parent: the caches in its folder are removed (on the
-/// writer thread) and, when there were any, `caches_removed` journaled with what they held.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RemoveCaches {
-    pub candidate: CandidateId,
 }
 
 /// A resumed run's records so far: the report and the run's end count them too. Nothing is
@@ -215,10 +211,6 @@ impl Actor for Collector {
 /// The most commands the writer thread takes before it syncs the journal.
 const MOST_PER_SYNC: usize = 512;
 
-/// How often the run directory is measured for the report at most: a measurement walks every
-/// file of the run directory.
-const MEASURE_EVERY: Duration = Duration::from_secs(60);
-
 /// The writer thread: runs until the Collector is gone. It takes the commands queued so far, at
 /// most `MOST_PER_SYNC`, then syncs the journal once (group commit: a sync costs milliseconds,
 /// and a busy run makes hundreds of records a second). The first disk error is reported at once
@@ -282,32 +274,11 @@ impl Writer<'_> {
             Command::Append(record) => {
                 self.append(&record);
                 if matches!(record.event, Event::RoundFinished { .. }) {
-                    let due = self.measured_at.is_none_or(|last| {
-                        record.t.duration_since(last).unwrap_or_default() >= MEASURE_EVERY
-                    });
-                    if due {
-                        self.measure(record.t);
-                    }
+                    self.measure_if_due(record.t);
                     self.rewrite_report();
                 }
             }
-            Command::RemoveCaches(candidate, t) => {
-                match self.store.remove_candidate_caches(candidate) {
-                    Ok(removed) if !removed.paths.is_empty() => self.append(&JournalRecord {
-                        t,
-                        event: Event::CachesRemoved {
-                            candidate,
-                            paths: removed.paths,
-                            bytes: removed.bytes,
-                        },
-                    }),
-                    Ok(_) => {}
-                    // A cache left behind costs disk, not the run: it goes on.
-                    Err(error) => tracing::warn!(
-                        "failed to remove the caches of candidate {candidate}: {error}"
-                    ),
-                }
-            }
+            Command::RemoveCaches(candidate, t) => self.remove_caches(candidate, t),
             Command::Prepare(candidate, files, reply) => {
                 let store = &mut self.store;
                 let result = store.create_candidate_folder(candidate).and_then(|folder| {
@@ -352,18 +323,6 @@ impl Writer<'_> {
                     None => Ok(()),
                 });
             }
-        }
-    }
-
-    /// Journals what the run directory holds now, for the report.
-    fn measure(&mut self, t: SystemTime) {
-        self.measured_at = Some(t);
-        match self.store.measure() {
-            Ok(bytes) => self.append(&JournalRecord {
-                t,
-                event: Event::RunDirMeasured { bytes },
-            }),
-            Err(error) => tracing::warn!("failed to measure the run directory: {error}"),
         }
     }
 
@@ -499,17 +458,6 @@ impl Handler<KeepReply> for Collector {
                 .await
                 .map(|_| ReplyFile { file, sha256 })
         })
-    }
-}
-
-impl Handler<RemoveCaches> for Collector {
-    type Result = ();
-
-    fn handle(&mut self, message: RemoveCaches, _: &mut Context<Self>) {
-        let t = whole_millis(self.clock.now());
-        let _ = self
-            .commands
-            .send(Command::RemoveCaches(message.candidate, t));
     }
 }
 

@@ -332,15 +332,7 @@ impl Handler<TimeReferences> for GpuWorker {
                 for which in [Reference::Eager, Reference::Compile] {
                     log.started(Step::Reference);
                     let outcome = evaluator.time_reference(which, message.deadline).await;
-                    let (time_ms, provenance, error) = match &outcome {
-                        Ok(Some(outcome)) => (
-                            Some(outcome.timing.median_ms),
-                            Some(outcome.provenance),
-                            None,
-                        ),
-                        Ok(None) => (None, None, None),
-                        Err(error) => (None, None, Some(error.to_string())),
-                    };
+                    let (time_ms, provenance, error) = figures(&outcome);
                     log.finished(Step::Reference, provenance, None, time_ms, error.clone());
                     times.push(Event::ReferenceTimed {
                         device: log.device,
@@ -365,24 +357,14 @@ impl Handler<Finale> for GpuWorker {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, message: Finale, _: &mut Context<Self>) -> Self::Result {
-        let previous = self.evaluator.take();
+        let previous = shut_down(self.evaluator.take());
         let mut fresh = self.factory.start(self.device);
         let collector = self.collector.clone();
         let work = async move {
-            if let Some(mut previous) = previous {
-                previous.shutdown().await;
-            }
+            previous.await;
             let record =
                 |pass, candidate, reference, outcome: Result<Option<TimeOutcome>, EvalError>| {
-                    let (time_ms, provenance, error) = match outcome {
-                        Ok(Some(outcome)) => (
-                            Some(outcome.timing.median_ms),
-                            Some(outcome.provenance),
-                            None,
-                        ),
-                        Ok(None) => (None, None, None),
-                        Err(error) => (None, None, Some(error.to_string())),
-                    };
+                    let (time_ms, provenance, error) = figures(&outcome);
                     collector.do_send(Record(Event::FinalTimed {
                         pass,
                         candidate,
@@ -446,12 +428,33 @@ impl Handler<ShutdownWorker> for GpuWorker {
     type Result = AtomicResponse<Self, ()>;
 
     fn handle(&mut self, _: ShutdownWorker, _: &mut Context<Self>) -> Self::Result {
-        let evaluator = self.evaluator.take();
-        let work = async move {
-            if let Some(mut evaluator) = evaluator {
-                evaluator.shutdown().await;
-            }
-        };
+        let work = shut_down(self.evaluator.take());
         AtomicResponse::new(Box::pin(work.into_actor(self).map(|(), _, ctx| ctx.stop())))
+    }
+}
+
+/// Ends the worker's evaluator, if it has one.
+async fn shut_down(evaluator: Option<Box<dyn DeviceEvaluator>>) {
+    if let Some(mut evaluator) = evaluator {
+        evaluator.shutdown().await;
+    }
+}
+
+/// A timing's figures as a record holds them: the median and its provenance, or the error.
+fn figures(
+    outcome: &Result<Option<TimeOutcome>, EvalError>,
+) -> (
+    Option<f64>,
+    Option<crate::model::Provenance>,
+    Option<String>,
+) {
+    match outcome {
+        Ok(Some(outcome)) => (
+            Some(outcome.timing.median_ms),
+            Some(outcome.provenance),
+            None,
+        ),
+        Ok(None) => (None, None, None),
+        Err(error) => (None, None, Some(error.to_string())),
     }
 }

@@ -274,17 +274,27 @@ impl Manager {
                 request_id,
                 context,
             } => {
-                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
-                let asked = Asked::code(request_id, candidate, parent, round, 0);
+                let asked = Asked::code(
+                    request_id,
+                    context.candidate,
+                    context.parent,
+                    context.round,
+                    0,
+                );
                 return self.ask(self.prompts.optimization(&context), asked, ctx);
             }
             Decision::RequestRefinement {
                 request_id,
-                context,
+                context: refinement,
             } => {
-                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
-                let asked = Asked::code(request_id, candidate, parent, round, context.attempt);
-                return self.ask(self.prompts.refinement(&context), asked, ctx);
+                let asked = Asked::code(
+                    request_id,
+                    refinement.candidate,
+                    refinement.parent,
+                    refinement.round,
+                    refinement.attempt,
+                );
+                return self.ask(self.prompts.refinement(&refinement), asked, ctx);
             }
             Decision::RequestReflexion {
                 request_id,

@@ -303,46 +303,30 @@ mod tests {
         }
     }
 
-    /// (candidate, parent, proposal, device) of each planned candidate.
-    fn check(
-        next_id: u64,
-        parents: &[u64],
-        n: u32,
-        m: u32,
-        gpus: u32,
-        expected: &[(u64, u64, u32, u32)],
-    ) {
+    /// Plans a round and compares each planned candidate, written `candidate←parent#proposal@device`.
+    fn check(next_id: u64, parents: &[u64], (n, m): (u32, u32), gpus: u32, expected: &str) {
         let parents: Vec<CandidateId> = parents.iter().copied().map(CandidateId).collect();
         let planned = plan_round(next_id, &parents, &settings(n, m), &devices(gpus));
-        let actual: Vec<(u64, u64, u32, u32)> = planned
+        let actual: Vec<String> = planned
             .iter()
-            .map(|p| (p.id.0, p.parent.0, p.proposal_index, p.device.0))
+            .map(|p| {
+                format!(
+                    "{}←{}#{}@{}",
+                    p.id.0, p.parent.0, p.proposal_index, p.device.0
+                )
+            })
             .collect();
-        assert_eq!(actual, expected);
+        assert_eq!(actual.join(" "), expected);
     }
 
     #[test]
     fn round_one_expands_the_initial_kernel_n_times_m() {
-        check(
-            1,
-            &[0],
-            2,
-            2,
-            4,
-            &[(1, 0, 0, 1), (2, 0, 1, 2), (3, 0, 2, 3), (4, 0, 3, 0)],
-        );
+        check(1, &[0], (2, 2), 4, "1←0#0@1 2←0#1@2 3←0#2@3 4←0#3@0");
     }
 
     #[test]
     fn later_rounds_give_each_parent_m_proposals_parent_by_parent() {
-        check(
-            5,
-            &[3, 1],
-            2,
-            2,
-            4,
-            &[(5, 3, 0, 1), (6, 3, 1, 2), (7, 1, 0, 3), (8, 1, 1, 0)],
-        );
+        check(5, &[3, 1], (2, 2), 4, "5←3#0@1 6←3#1@2 7←1#0@3 8←1#1@0");
     }
 
     #[test]
@@ -350,19 +334,11 @@ mod tests {
         check(
             1,
             &[0],
+            (2, 3),
             2,
-            3,
-            2,
-            &[
-                (1, 0, 0, 1),
-                (2, 0, 1, 0),
-                (3, 0, 2, 1),
-                (4, 0, 3, 0),
-                (5, 0, 4, 1),
-                (6, 0, 5, 0),
-            ],
+            "1←0#0@1 2←0#1@0 3←0#2@1 4←0#3@0 5←0#4@1 6←0#5@0",
         );
-        check(1, &[0], 1, 2, 1, &[(1, 0, 0, 0), (2, 0, 1, 0)]);
+        check(1, &[0], (1, 2), 1, "1←0#0@0 2←0#1@0");
     }
 
     #[test]
@@ -370,17 +346,9 @@ mod tests {
         check(
             9,
             &[7, 8],
+            (3, 2),
             3,
-            2,
-            3,
-            &[
-                (9, 7, 0, 0),
-                (10, 7, 1, 1),
-                (11, 7, 2, 2),
-                (12, 8, 0, 0),
-                (13, 8, 1, 1),
-                (14, 8, 2, 2),
-            ],
+            "9←7#0@0 10←7#1@1 11←7#2@2 12←8#0@0 13←8#1@1 14←8#2@2",
         );
     }
 

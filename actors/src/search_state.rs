@@ -154,6 +154,30 @@ struct Candidate {
 }
 
 impl Candidate {
+    /// A candidate numbered and placed, with no code yet.
+    fn new(
+        parent: Option<CandidateId>,
+        round: u32,
+        proposal_index: u32,
+        device: DeviceId,
+        phase: Phase,
+    ) -> Candidate {
+        Candidate {
+            parent,
+            round,
+            proposal_index,
+            device,
+            attempt: 0,
+            phase,
+            sources: Vec::new(),
+            failure: None,
+            worker_died: false,
+            launched_kernels: Vec::new(),
+            outcome: None,
+            proposals: 0,
+        }
+    }
+
     fn source(&self) -> Option<&KernelSource> {
         self.sources.last()
     }

@@ -33,23 +33,8 @@ impl Core {
     pub(super) fn start(&mut self, initial_source: &str, out: &mut Out) {
         let id = CandidateId::INITIAL;
         let device = device_for(id, &self.config.devices);
-        self.candidates.insert(
-            id,
-            Candidate {
-                parent: None,
-                round: 0,
-                proposal_index: 0,
-                device,
-                attempt: 0,
-                phase: Phase::Asking,
-                sources: Vec::new(),
-                failure: None,
-                worker_died: false,
-                launched_kernels: Vec::new(),
-                outcome: None,
-                proposals: 0,
-            },
-        );
+        self.candidates
+            .insert(id, Candidate::new(None, 0, 0, device, Phase::Asking));
         self.take_code(id, KernelSource::new(initial_source), out);
     }
 

@@ -15,20 +15,13 @@ impl Core {
     pub(super) fn plan(&mut self, planned: PlannedCandidate, round: u32, out: &mut Out) {
         self.candidates.insert(
             planned.id,
-            Candidate {
-                parent: Some(planned.parent),
+            Candidate::new(
+                Some(planned.parent),
                 round,
-                proposal_index: planned.proposal_index,
-                device: planned.device,
-                attempt: 0,
-                phase: Phase::Waiting,
-                sources: Vec::new(),
-                failure: None,
-                worker_died: false,
-                launched_kernels: Vec::new(),
-                outcome: None,
-                proposals: 0,
-            },
+                planned.proposal_index,
+                planned.device,
+                Phase::Waiting,
+            ),
         );
         self.asking.insert(planned.id);
         out.push(Decision::Record(Event::CandidatePlanned {

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use support::is_running;
@@ -16,6 +16,28 @@ fn journal(run: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// Runs the node's one run, which must end as planned (its stderr shown otherwise): its run
+/// directory and journal.
+fn completed(node: &Node) -> (PathBuf, Vec<Value>) {
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records = journal(&run);
+    (run, records)
+}
+
+/// report.md holds each of `parts`.
+fn assert_report_says(run: &Path, parts: &[&str]) {
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    for part in parts {
+        assert!(report.contains(part), "{part:?} missing from {report}");
+    }
 }
 
 fn finished(records: &[Value], candidate: u64) -> &Value {
@@ -45,14 +67,7 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
             "# standin: pass time_ms=1.25\ndef kernel_function(x):\n    return x - 0\n",
         ),
     ]);
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records = journal(&run);
+    let (run, records) = completed(&node);
     // Candidates 1 and 3 run on device 1, 2 and 4 on device 0.
     assert!(
         finished(&records, 1)["reason"]
@@ -100,14 +115,13 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
         vec![("eager".to_string(), 3.0), ("compile".to_string(), 2.0)],
         "timed once per run, by the evaluator"
     );
-    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    assert!(
-        report.contains("PyTorch eager: 3.0000 ms; torch.compile: 2.0000 ms"),
-        "{report}"
-    );
-    assert!(
-        report.contains("| 1.60× | 2.40× |"),
-        "best 1.25 ms against compile 2.0 and eager 3.0: {report}"
+    // The best, 1.25 ms, against compile's 2.0 and eager's 3.0.
+    assert_report_says(
+        &run,
+        &[
+            "PyTorch eager: 3.0000 ms; torch.compile: 2.0000 ms",
+            "| 1.60× | 2.40× |",
+        ],
     );
     let passes: Vec<u64> = records
         .iter()
@@ -151,14 +165,8 @@ fn each_worker_pins_its_evaluator_to_its_own_gpu() {
             "# standin: pass time_ms=1.4\ndef kernel_function(x):\n    return x * 2\n",
         ),
     ]);
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Vec<(u64, String)> = journal(&run)
+    let (run, records) = completed(&node);
+    let seen: Vec<(u64, String)> = records
         .iter()
         .filter(|r| r["type"] == "evaluator_started")
         .map(|r| {
@@ -224,14 +232,7 @@ fn a_candidate_that_tampers_is_rejected_as_such_and_costs_no_other_candidate_any
         ),
     ])
     .on_one_device();
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records = journal(&run);
+    let (run, records) = completed(&node);
     let reason = |candidate: u64| {
         finished(&records, candidate)["reason"]
             .as_str()
@@ -303,14 +304,8 @@ fn inputs_that_fit_only_twice_keep_two_draws_and_the_journal_says_so() {
         "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
     )])
     .with_problem("# standin: draws=2\nclass Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n");
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let started = journal(&run)
+    let (_, records) = completed(&node);
+    let started = records
         .into_iter()
         .find(|r| r["type"] == "evaluator_started")
         .unwrap();
@@ -388,14 +383,7 @@ fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_th
         ),
     ])
     .on_one_device();
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records = journal(&run);
+    let (run, records) = completed(&node);
     // The beam keeps 2 and 1; 3 is slower and 4 failed. The initial kernel stays for the
     // finale, which times it again.
     let mut removed: Vec<(u64, Vec<String>, u64)> = records
@@ -444,13 +432,11 @@ fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_th
         .find(|r| r["type"] == "run_dir_measured")
         .expect("the run directory is measured");
     assert!(measured["bytes"].as_u64().unwrap() > 3 * 4096);
-    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    assert!(
-        report.contains("## Disk\n\nThe run directory holds "),
-        "{report}"
-    );
-    assert!(
-        report.contains("The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 8.19 kB (8192 bytes)."),
-        "{report}"
+    assert_report_says(
+        &run,
+        &[
+            "## Disk\n\nThe run directory holds ",
+            "The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 8.19 kB (8192 bytes).",
+        ],
     );
 }

@@ -1,10 +1,12 @@
-"""Multi-device scaling on the noop platform (issue 7, the part the CPUs allow): the same work
-with 1, 2 and 4 simulated devices, the replay provider answering after 10 times a candidate's
-(simulated) evaluation time, in rounds mode and in steady search. Reports candidates evaluated
-per minute, each device's busy fraction, and whether two steps ever overlapped on one device,
-all from the journals.
+"""Multi-device scaling on the noop platform (issues 7 and 13, the part the CPUs allow): the
+same work with 1, 2, 4 and 8 simulated devices, the replay provider answering after 10 times a
+candidate's (simulated) evaluation time or at once, in rounds mode and in steady search, both
+with default settings. Reports candidates evaluated per minute and each device's busy fraction
+from the first dispatch (the first step of a candidate other than the initial kernel) to the
+last candidate's result, and whether two steps ever overlapped on one device, all from the
+journals.
 
-usage: python3 scripts/noop-scaling.py [KACTORS_BINARY]   (run from the repository root)
+usage: python3 scripts/noop-scaling.py [KACTORS_BINARY [CANDIDATES]]   (from the repository root)
 """
 
 import json
@@ -16,7 +18,7 @@ from pathlib import Path
 
 binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/kactors"
 EVAL_S = 0.2
-CANDIDATES = 48
+CANDIDATES = int(sys.argv[2]) if len(sys.argv) > 2 else 96
 
 
 def stamp(text):
@@ -45,18 +47,17 @@ def overlaps(spans):
     return found
 
 
-def measure(work, kernel, latency, search, max_inflight=None):
+def measure(work, kernel, latency, search):
     rows = []
-    for devices in (1, 2, 4):
+    for devices in (1, 2, 4, 8):
         config = work / "configs"
         config.mkdir(exist_ok=True)
         (config / "scaling.yaml").write_text(
-            f"platform: noop\nprovider: replay\nstrategy: beam_search\nsearch: {search}\nmax_rounds: 100\nmax_refinements: 0\n"
+            f"platform: noop\nprovider: replay\nstrategy: beam_search\nsearch: {search}\nmax_rounds: 1000\nmax_refinements: 0\n"
             f"noop_eval_s: {EVAL_S}\nreplay_latency_s: {latency}\nnum_workers: {devices}\n"
             "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n"
-            + (f"max_inflight: {max_inflight}\n" if max_inflight else "")
         )
-        runs = work / f"runs-{search}-{latency}-{max_inflight}-{devices}"
+        runs = work / f"runs-{search}-{latency}-{devices}"
         subprocess.run(
             [binary, "run", "--strategy", "scaling", "--config-dir", str(config), "--kernel-dir", str(kernel), "--run-dir", str(runs)],
             check=True, stderr=subprocess.DEVNULL,
@@ -64,11 +65,11 @@ def measure(work, kernel, latency, search, max_inflight=None):
         run = next(runs.iterdir())
         records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
         evaluated = [r for r in records if r["type"] == "candidate_finished" and r["candidate"] != 0 and r.get("duplicate_of") is None]
-        # The search itself: from round 1's start to the last round's end (the finale after it
-        # re-times on one device and is the same work whatever the device count). Steady
-        # search's rounds are virtual, N x M candidates each, with the same records.
-        begin = min(stamp(r["t"]) for r in records if r["type"] == "round_started")
-        end = max(stamp(r["t"]) for r in records if r["type"] == "round_finished")
+        # The search's work: from the first dispatch of a proposed candidate to the last
+        # candidate's result (what comes before is the initial kernel and the first LLM round
+        # trip; after, the finale, which re-times on one device whatever the device count).
+        begin = min(stamp(r["t"]) for r in records if r["type"] == "step_started" and r.get("candidate", 0) != 0)
+        end = max(stamp(r["t"]) for r in evaluated)
         wall = end - begin
         spans = spans_by_device(records)
         busy = {
@@ -77,13 +78,12 @@ def measure(work, kernel, latency, search, max_inflight=None):
         }
         rows.append((devices, len(evaluated), wall, 60 * len(evaluated) / wall, busy, overlaps(spans)))
     base = rows[0][3]
-    cap = f", max_inflight {max_inflight}" if max_inflight else ""
-    print(f"\nreplay latency {latency} s, evaluation {EVAL_S} s (simulated), {CANDIDATES} replayed candidates, beam 2 x 4, search: {search}{cap}\n")
+    print(f"\nreplay latency {latency} s, evaluation {EVAL_S} s (simulated), {CANDIDATES} replayed candidates, beam 2 x 4, search: {search}, default settings\n")
     print("| devices | candidates | wall (s) | candidates/min | vs 1 device | busy fraction per device | overlapping steps on a device |")
     print("|---|---|---|---|---|---|---|")
     for devices, count, wall, rate, busy, overlapping in rows:
         fractions = ", ".join(f"{d}: {f}" for d, f in busy.items())
-        print(f"| {devices} | {count} | {wall:.1f} | {rate:.1f} | {rate / base:.2f}x | {fractions} | {overlapping} |")
+        print(f"| {devices} | {count} | {wall:.1f} | {rate:.1f} | {rate / base:.2f}x | {fractions} | {overlapping} |", flush=True)
 
 
 with tempfile.TemporaryDirectory() as work:
@@ -93,10 +93,8 @@ with tempfile.TemporaryDirectory() as work:
     (kernel / "input.py").write_text("def kernel_function(x):\n    return x\n")
     (kernel / "problem.py").write_text("class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
     for i in range(CANDIDATES):
-        (kernel / "candidates" / f"{i:03}.py").write_text(f"def kernel_function(x):\n    return x  # variant {i}\n")
+        # Each a different token stream: variants differing only in comments are duplicates.
+        (kernel / "candidates" / f"{i:03}.py").write_text(f"def kernel_function(x):\n    return x * {i + 1} / {i + 1}\n")
     for latency in (10 * EVAL_S, 0.0):
         for search in ("rounds", "steady"):
             measure(work, kernel, latency, search)
-    # Steady search with the LLM allowed enough requests in flight to cover its latency: 32
-    # requests of 2 s each deliver a proposal every 1/16 s, faster than four devices evaluate.
-    measure(work, kernel, 10 * EVAL_S, "steady", max_inflight=32)

@@ -62,7 +62,8 @@ pub struct ConfigDirArg {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The strategy: configs/NAME.yaml, built in or in --config-dir
+    /// The strategy: configs/NAME.yaml, built in or in --config-dir; `all`: every strategy that
+    /// fits this host, one after another, then a comparison
     #[arg(long, value_name = "NAME")]
     pub strategy: String,
     /// The kernel directory: input.py (kernel_function), problem.py (Model, get_inputs, get_init_inputs), test.py

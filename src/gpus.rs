@@ -23,6 +23,16 @@ pub fn device_request(settings: &RunSettings, gpus: Option<Vec<u32>>) -> DeviceR
     }
 }
 
+/// No strategy: the vendor is detected, as `kactors devices` without `--strategy` decides it.
+pub fn detect_request(gpus: Option<Vec<u32>>) -> DeviceRequest {
+    DeviceRequest {
+        platform: crate::vendor::PlatformRequest::Detect,
+        gpus,
+        noop_devices: NonZeroU32::MIN,
+        gpu_name: None,
+    }
+}
+
 /// Where GPU locks live: shared by every user of the node, so that two runs never share a GPU.
 pub fn lock_dir() -> PathBuf {
     std::env::var_os("KACTORS_LOCK_DIR")

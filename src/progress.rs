@@ -60,33 +60,37 @@ fn note_dropped(stream: &str, error: &dyn std::fmt::Display) {
     );
 }
 
+/// Every record as a JSON line, with the `strategy` of the run it belongs to (the runs of
+/// `kactors run --strategy all` share one stdout).
 pub struct JsonProgress<W: Write + Send = std::io::Stdout> {
     stdout: Watched<W>,
+    strategy: String,
 }
 
 impl JsonProgress {
-    pub fn new() -> Self {
-        JsonProgress::to(std::io::stdout())
-    }
-}
-
-impl Default for JsonProgress {
-    fn default() -> Self {
-        JsonProgress::new()
+    pub fn new(strategy: &str) -> Self {
+        JsonProgress::to(std::io::stdout(), strategy)
     }
 }
 
 impl<W: Write + Send> JsonProgress<W> {
-    pub fn to(writer: W) -> Self {
+    pub fn to(writer: W, strategy: &str) -> Self {
         JsonProgress {
             stdout: Watched::new(writer, "stdout"),
+            strategy: strategy.to_string(),
         }
     }
 }
 
 impl<W: Write + Send> ProgressSink for JsonProgress<W> {
     fn record(&mut self, record: &JournalRecord) {
-        self.stdout.line(&record.to_json().to_string());
+        let mut line = record.to_json();
+        if let Some(fields) = line.as_object_mut() {
+            fields
+                .entry("strategy")
+                .or_insert_with(|| self.strategy.clone().into());
+        }
+        self.stdout.line(&line.to_string());
     }
 }
 
@@ -227,7 +231,7 @@ mod tests {
     #[test]
     fn a_closed_stream_drops_progress_after_one_failed_write_and_never_panics() {
         let mut plain = PlainProgress::to(Closed { attempts: 0 });
-        let mut json = JsonProgress::to(Closed { attempts: 0 });
+        let mut json = JsonProgress::to(Closed { attempts: 0 }, "noop");
         for signal in ["SIGINT", "SIGTERM", "SIGHUP"] {
             let event = Event::Interrupted {
                 signal: signal.into(),
@@ -241,14 +245,22 @@ mod tests {
     }
 
     #[test]
-    fn json_progress_writes_one_object_per_line() {
-        let mut json = JsonProgress::to(Vec::new());
+    fn json_progress_writes_one_object_per_line_naming_its_strategy() {
+        let mut json = JsonProgress::to(Vec::new(), "greedy");
         json.record(&record(Event::Interrupted {
             signal: "SIGINT".into(),
         }));
+        json.record(&record(Event::ProfilingStopped {
+            reason: "no profiler".into(),
+        }));
         let text = String::from_utf8(json.stdout.writer).unwrap();
-        assert_eq!(text.lines().count(), 1);
-        let value: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
-        assert_eq!(value["type"], "interrupted");
+        let values: Vec<serde_json::Value> = text
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(values.len(), 2);
+        assert_eq!(values[0]["type"], "interrupted");
+        assert_eq!(values[1]["type"], "profiling_stopped");
+        assert!(values.iter().all(|value| value["strategy"] == "greedy"));
     }
 }

@@ -3,6 +3,8 @@
 //! any actor starts; from then on the Collector is its only writer, through `RunStore`
 //! (`kactors report` adds report.live.md and report.live.html, names the Collector never writes).
 
+mod caches;
+
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::time::SystemTime;
 
 use actors::journal::{JournalRecord, format_utc_millis};
 use actors::model::CandidateId;
-use actors::ports::RunStore;
+use actors::ports::{RemovedCaches, RunStore};
 
 use crate::process::pid_lock::{Locked, PidLock, try_lock};
 
@@ -343,6 +345,15 @@ impl RunStore for RunDirectory {
 
     fn write_report(&mut self, markdown: &str, html: &str) -> io::Result<()> {
         write_report_files(&self.root, REPORT, markdown, html).map(|_| ())
+    }
+
+    fn remove_candidate_caches(&mut self, id: CandidateId) -> io::Result<RemovedCaches> {
+        let folder = self.candidate_folder(id);
+        caches::remove_caches(&self.root, &folder).map_err(|error| at(&folder, error))
+    }
+
+    fn measure(&mut self) -> io::Result<u64> {
+        caches::bytes_under(&self.root).map_err(|error| at(&self.root, error))
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use support::is_running;
@@ -16,6 +16,28 @@ fn journal(run: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// Runs the node's one run, which must end as planned (its stderr shown otherwise): its run
+/// directory and journal.
+fn completed(node: &Node) -> (PathBuf, Vec<Value>) {
+    let (output, run) = node.run();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records = journal(&run);
+    (run, records)
+}
+
+/// report.md holds each of `parts`.
+fn assert_report_says(run: &Path, parts: &[&str]) {
+    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
+    for part in parts {
+        assert!(report.contains(part), "{part:?} missing from {report}");
+    }
 }
 
 fn finished(records: &[Value], candidate: u64) -> &Value {
@@ -45,14 +67,7 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
             "# standin: pass time_ms=1.25\ndef kernel_function(x):\n    return x - 0\n",
         ),
     ]);
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records = journal(&run);
+    let (run, records) = completed(&node);
     // Candidates 1 and 3 run on device 1, 2 and 4 on device 0.
     assert!(
         finished(&records, 1)["reason"]
@@ -100,14 +115,13 @@ fn a_crashing_candidate_and_a_hanging_one_cost_only_themselves() {
         vec![("eager".to_string(), 3.0), ("compile".to_string(), 2.0)],
         "timed once per run, by the evaluator"
     );
-    let report = std::fs::read_to_string(run.join("report.md")).unwrap();
-    assert!(
-        report.contains("PyTorch eager: 3.0000 ms; torch.compile: 2.0000 ms"),
-        "{report}"
-    );
-    assert!(
-        report.contains("| 1.60× | 2.40× |"),
-        "best 1.25 ms against compile 2.0 and eager 3.0: {report}"
+    // The best, 1.25 ms, against compile's 2.0 and eager's 3.0.
+    assert_report_says(
+        &run,
+        &[
+            "PyTorch eager: 3.0000 ms; torch.compile: 2.0000 ms",
+            "| 1.60× | 2.40× |",
+        ],
     );
     let passes: Vec<u64> = records
         .iter()
@@ -151,14 +165,8 @@ fn each_worker_pins_its_evaluator_to_its_own_gpu() {
             "# standin: pass time_ms=1.4\ndef kernel_function(x):\n    return x * 2\n",
         ),
     ]);
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let seen: Vec<(u64, String)> = journal(&run)
+    let (run, records) = completed(&node);
+    let seen: Vec<(u64, String)> = records
         .iter()
         .filter(|r| r["type"] == "evaluator_started")
         .map(|r| {
@@ -224,14 +232,7 @@ fn a_candidate_that_tampers_is_rejected_as_such_and_costs_no_other_candidate_any
         ),
     ])
     .on_one_device();
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let records = journal(&run);
+    let (run, records) = completed(&node);
     let reason = |candidate: u64| {
         finished(&records, candidate)["reason"]
             .as_str()
@@ -303,14 +304,8 @@ fn inputs_that_fit_only_twice_keep_two_draws_and_the_journal_says_so() {
         "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
     )])
     .with_problem("# standin: draws=2\nclass Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n");
-    let (output, run) = node.run();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let started = journal(&run)
+    let (_, records) = completed(&node);
+    let started = records
         .into_iter()
         .find(|r| r["type"] == "evaluator_started")
         .unwrap();
@@ -365,4 +360,83 @@ fn a_kernel_directory_without_candidates_ends_after_the_initial_kernel() {
         (Some("run_finished"), Some("completed"))
     );
     assert_eq!(last["best_candidate"], 0);
+}
+
+#[test]
+fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_their_logs_kept() {
+    let node = Node::new(&[
+        (
+            "01.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "02.py",
+            "# standin: pass time_ms=1.2\ndef kernel_function(x):\n    return x + 0\n",
+        ),
+        (
+            "03.py",
+            "# standin: pass time_ms=3.0\ndef kernel_function(x):\n    return x - 0\n",
+        ),
+        (
+            "04.py",
+            "# standin: fail reason=wrong\ndef kernel_function(x):\n    return x + 1\n",
+        ),
+    ])
+    .on_one_device();
+    let (run, records) = completed(&node);
+    // The beam keeps 2 and 1; 3 is slower and 4 failed. The initial kernel stays for the
+    // finale, which times it again.
+    let mut removed: Vec<(u64, Vec<String>, u64)> = records
+        .iter()
+        .filter(|r| r["type"] == "caches_removed")
+        .map(|r| {
+            let paths = r["paths"].as_array().unwrap();
+            (
+                r["candidate"].as_u64().unwrap(),
+                paths
+                    .iter()
+                    .map(|p| p.as_str().unwrap().to_string())
+                    .collect(),
+                r["bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        [
+            (3, vec!["candidates/3/triton-cache".to_string()], 4096),
+            (4, vec!["candidates/4/triton-cache".to_string()], 4096),
+        ]
+    );
+    for candidate in [0, 1, 2] {
+        assert!(
+            run.join(format!("candidates/{candidate}/triton-cache/standin.cubin"))
+                .is_file(),
+            "candidate {candidate} keeps its cache"
+        );
+    }
+    for candidate in [3, 4] {
+        let folder = run.join(format!("candidates/{candidate}"));
+        assert!(!folder.join("triton-cache").exists());
+        for kept in ["kernel.py", "prompt.md", "reply.md"] {
+            assert!(
+                folder.join(kept).is_file(),
+                "candidate {candidate}'s {kept}"
+            );
+        }
+    }
+    let measured = records
+        .iter()
+        .rev()
+        .find(|r| r["type"] == "run_dir_measured")
+        .expect("the run directory is measured");
+    assert!(measured["bytes"].as_u64().unwrap() > 3 * 4096);
+    assert_report_says(
+        &run,
+        &[
+            "## Disk\n\nThe run directory holds ",
+            "The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 8.19 kB (8192 bytes).",
+        ],
+    );
 }

@@ -8,11 +8,16 @@
 //! A run whose records cannot be kept must not go on: the first failed write (a full disk) and
 //! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
 
+mod disk;
+
+pub use disk::RemoveCaches;
+
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
+use std::time::SystemTime;
 
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
@@ -108,6 +113,8 @@ enum Command {
     ),
     Write(CandidateId, String, String),
     Best(String),
+    /// A candidate's caches, with when the Collector was told (the record's time).
+    RemoveCaches(CandidateId, SystemTime),
     Seed(Vec<JournalRecord>),
     Folder(
         String,
@@ -224,6 +231,7 @@ fn write_records(
         errors: FirstError::default(),
         summary: RunSummary::default(),
         unsynced: false,
+        measured_at: None,
     };
     while let Ok(first) = commands.recv() {
         writer.handle(first);
@@ -241,6 +249,8 @@ struct Writer<'a> {
     errors: FirstError,
     summary: RunSummary,
     unsynced: bool,
+    /// When the run directory was last measured (the time of the record that prompted it).
+    measured_at: Option<SystemTime>,
 }
 
 impl Writer<'_> {
@@ -264,9 +274,11 @@ impl Writer<'_> {
             Command::Append(record) => {
                 self.append(&record);
                 if matches!(record.event, Event::RoundFinished { .. }) {
+                    self.measure_if_due(record.t);
                     self.rewrite_report();
                 }
             }
+            Command::RemoveCaches(candidate, t) => self.remove_caches(candidate, t),
             Command::Prepare(candidate, files, reply) => {
                 let store = &mut self.store;
                 let result = store.create_candidate_folder(candidate).and_then(|folder| {
@@ -298,6 +310,7 @@ impl Writer<'_> {
                 let _ = self.errors.note(written, "best_kernel.py", self.failed);
             }
             Command::Finish(record, best_source, reply) => {
+                self.measure(record.t);
                 self.append(&record);
                 self.sync();
                 if let Some(source) = best_source {

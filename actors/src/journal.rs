@@ -107,6 +107,18 @@ pub enum RunOutcome {
     Refused,
 }
 
+impl RunOutcome {
+    /// Its word in the journal: `completed`, `failed`, `interrupted`, `refused`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunOutcome::Completed => "completed",
+            RunOutcome::Failed => "failed",
+            RunOutcome::Interrupted => "interrupted",
+            RunOutcome::Refused => "refused",
+        }
+    }
+}
+
 /// A reply kept beside the candidate: its file (relative to the run directory) and the SHA-256
 /// of its bytes, journaled only once the file is synced to disk.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -358,6 +370,21 @@ pub enum Event {
     },
     ProfilingStopped {
         reason: String,
+    },
+    /// A candidate can no longer become a parent: the caches its folder held (Triton's cache and
+    /// the compiled binaries in it, the profilers' reports) were removed. Written by the
+    /// Collector, which removed them; its code, prompts, replies and logs stay.
+    CachesRemoved {
+        candidate: CandidateId,
+        /// What was removed, relative to the run directory.
+        paths: Vec<String>,
+        /// Their size, every file counted.
+        bytes: u64,
+    },
+    /// What the run directory holds, every file counted: measured by the Collector before a
+    /// report (at most once a minute) and before `run_finished`.
+    RunDirMeasured {
+        bytes: u64,
     },
     WorkerDied {
         device: DeviceId,

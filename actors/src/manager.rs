@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::collector::{BestChanged, Collector, Record, RecordsFailed};
+use crate::collector::{BestChanged, Collector, Record, RecordsFailed, RemoveCaches};
 use crate::gpu_worker::GpuWorker;
 use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
@@ -320,6 +320,9 @@ impl Manager {
                 time_ms: kernel.time_ms,
                 source: kernel.source.text().to_string(),
             }),
+            Decision::RemoveCaches { candidate } => {
+                self.collector.do_send(RemoveCaches { candidate })
+            }
             Decision::Finish {
                 outcome,
                 reason,

@@ -305,6 +305,20 @@ pub trait RunStore: Send {
     fn prepare_folder(&mut self, name: &str, files: &[(String, String)]) -> io::Result<PathBuf>;
     /// Writes report.md and report.html, each replaced whole (a reader never sees half of one).
     fn write_report(&mut self, markdown: &str, html: &str) -> io::Result<()>;
+    /// Removes what a candidate's folder holds only as a cache (Triton's cache with the
+    /// compiled binaries, Python's bytecode, the profilers' reports); its code, prompts,
+    /// replies, logs and anything the journal names stay. Answers what was removed.
+    fn remove_candidate_caches(&mut self, id: CandidateId) -> io::Result<RemovedCaches>;
+    /// The bytes the run directory holds, every file counted.
+    fn measure(&mut self) -> io::Result<u64>;
+}
+
+/// What `RunStore::remove_candidate_caches` removed: paths relative to the run directory, and
+/// their bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RemovedCaches {
+    pub paths: Vec<String>,
+    pub bytes: u64,
 }
 
 /// Where progress goes for the person watching: plain lines or JSON events.

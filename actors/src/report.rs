@@ -3,6 +3,7 @@
 //! renders it as text, report.html as the same text beside plots of it (`html`, `plots`).
 
 mod clock;
+mod headline;
 mod html;
 mod markdown;
 mod plots;
@@ -14,6 +15,7 @@ mod timeline;
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
+pub use headline::Headline;
 use markdown::table_cell;
 
 use crate::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step};
@@ -172,6 +174,10 @@ pub struct RunSummary {
     /// Each resume after a death, and each limit reached, in journal order.
     resumes: Vec<clock::Resume>,
     limits: Vec<clock::LimitReached>,
+    /// The run directory's latest measurement: when, and its bytes.
+    run_dir_bytes: Option<(SystemTime, u64)>,
+    /// Candidates whose caches were removed, and the bytes they held.
+    caches_removed: (usize, u64),
 }
 
 /// report.md and report.html of one moment of a run.
@@ -385,6 +391,11 @@ impl RunSummary {
                 ));
             }
             Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
+            Event::RunDirMeasured { bytes } => self.run_dir_bytes = Some((record.t, *bytes)),
+            Event::CachesRemoved { bytes, .. } => {
+                self.caches_removed.0 += 1;
+                self.caches_removed.1 += bytes;
+            }
             Event::RunFinished {
                 outcome,
                 reason,

@@ -14,6 +14,7 @@
 //! the same state.
 
 mod asking;
+mod caches;
 mod candidates;
 mod lessons;
 mod pace;
@@ -105,6 +106,10 @@ pub enum Decision {
     },
     /// best_kernel.py is to hold this kernel.
     BestChanged(RankedKernel),
+    /// The candidate can no longer become a parent: the caches in its folder are to go.
+    RemoveCaches {
+        candidate: CandidateId,
+    },
     /// The search is over: the finale (a completed run with a best kernel) and the run's end.
     Finish {
         outcome: RunOutcome,
@@ -272,6 +277,12 @@ struct Core {
     llm_last_error: Option<String>,
     best: Option<(CandidateId, f64)>,
     finished: Option<(RunOutcome, String)>,
+    /// Candidates evaluated whose folders still hold their caches, and those whose caches were
+    /// released (they can no longer become parents).
+    caches_held: BTreeSet<CandidateId>,
+    caches_released: BTreeSet<CandidateId>,
+    /// The latest round whose end updated the beam (0 before the first).
+    beam_round: u32,
 }
 
 /// The search's state: the fold of the journal's records.
@@ -314,6 +325,9 @@ impl SearchState {
                 llm_last_error: None,
                 best: None,
                 finished: None,
+                caches_held: BTreeSet::new(),
+                caches_released: BTreeSet::new(),
+                beam_round: 0,
             },
             pacer,
         }
@@ -503,9 +517,11 @@ impl SearchState {
             }
             pacer.advance(core, &mut out);
             if core.settled.is_empty() {
-                return out;
+                break;
             }
         }
+        core.release_caches(&mut out);
+        out
     }
 
     /// Whether the search is over (the Manager may still be waiting for replies and the finale).
@@ -638,6 +654,15 @@ impl SearchState {
                 .find(|m| !core.verified_ms.contains_key(&m.id))
             {
                 return Err(format!("beam member {} was never verified", stray.id));
+            }
+            if let Some(released) = members
+                .iter()
+                .find(|m| core.caches_released.contains(&m.id))
+            {
+                return Err(format!(
+                    "beam member {} had its caches released",
+                    released.id
+                ));
             }
         }
         let fastest = core

@@ -115,6 +115,15 @@ impl RunStore for MemoryStore {
             .push((markdown.to_string(), html.to_string()));
         Ok(())
     }
+    fn remove_candidate_caches(&mut self, id: CandidateId) -> std::io::Result<RemovedCaches> {
+        Ok(RemovedCaches {
+            paths: vec![format!("candidates/{id}/triton-cache")],
+            bytes: 1000,
+        })
+    }
+    fn measure(&mut self) -> std::io::Result<u64> {
+        Ok(1000 * self.journal.lock().unwrap().len() as u64)
+    }
 }
 
 struct Silent;
@@ -759,6 +768,56 @@ fn candidates_fan_out_round_robin_and_the_beam_keeps_the_fastest() {
         _ => None,
     });
     assert_eq!(beam, Some(vec![2, 1]));
+}
+
+#[test]
+fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_the_run_directory_measured()
+ {
+    let ran = run_recorded(Scenario {
+        devices: 2,
+        search: beam(2, 2, 1),
+        initial: "# ms=8",
+        answers: vec![
+            (now(), Ok("def kernel_function(): return 'ms=5'")),
+            (now(), Ok("def kernel_function(): return 'ms=4'")),
+            (now(), Ok("def kernel_function(): return 'ms=6'")),
+            (now(), Ok("def kernel_function(): pass # fail")),
+        ],
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    // The beam keeps 2 and 1; 3 is slower and 4 failed. The initial kernel is left to the
+    // finale, which times it again.
+    let mut removed: Vec<u64> = ran
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::CachesRemoved {
+                candidate, paths, ..
+            } => {
+                assert_eq!(paths, &[format!("candidates/{candidate}/triton-cache")]);
+                Some(candidate.0)
+            }
+            _ => None,
+        })
+        .collect();
+    removed.sort();
+    assert_eq!(removed, [3, 4]);
+    let n = ran.events.len();
+    let Event::RunDirMeasured { bytes } = ran.events[n - 2] else {
+        panic!("the run directory is measured just before run_finished");
+    };
+    assert!(matches!(ran.events[n - 1], Event::RunFinished { .. }));
+    let (markdown, _) = ran.reports.last().unwrap();
+    assert!(
+        markdown.contains("## Disk\n\nThe run directory holds ")
+            && markdown.contains(&format!(" ({bytes} bytes, measured ")),
+        "{markdown}"
+    );
+    assert!(
+        markdown.contains("The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 2.00 kB (2000 bytes)."),
+        "{markdown}"
+    );
 }
 
 #[test]

@@ -20,15 +20,10 @@ pub(super) fn devices(args: DevicesArgs) -> Result<(), CommandError> {
                 settings.python,
             )
         }
-        None => {
-            let request = crate::devices::DeviceRequest {
-                platform: crate::vendor::PlatformRequest::Detect,
-                gpus: args.gpus,
-                noop_devices: std::num::NonZeroU32::MIN,
-                gpu_name: None,
-            };
-            (request, std::path::PathBuf::from("python3"))
-        }
+        None => (
+            crate::gpus::detect_request(args.gpus),
+            std::path::PathBuf::from("python3"),
+        ),
     };
     let selection = crate::devices::select_devices(
         &request,

@@ -1,9 +1,13 @@
 //! `kactors run`: resolve the configuration, the kernel directory and the devices, make the run
 //! directory, then start the actor system and wait for the Supervisor's verdict.
+//! `--strategy all` runs every strategy that fits the host in turn (`all.rs`).
 
+mod all;
 mod execute;
 mod invocation;
+mod logging;
 
+use std::path::Path;
 use std::time::SystemTime;
 
 use crate::cli::RunArgs;
@@ -15,7 +19,17 @@ pub(super) use execute::{Continuation, Launch, describe, execute};
 pub(super) use invocation::{Invocation, KernelFingerprint, RecordedRun, settings_changes};
 
 pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
+    if args.strategy == all::ALL {
+        return all::run_all(&args);
+    }
     let launch = Launch::prepare(Invocation::of(&args)?, None)?;
+    let run_dir = create_run_dir(&launch, &args.run_dir)?;
+    execute(launch, run_dir, args.json, None)
+}
+
+/// `<parent>/<strategy>-<timestamp>/` with run.yaml: the settings, how the run was asked for,
+/// the kernel's files by hash and the machine as the launch found it.
+fn create_run_dir(launch: &Launch, parent: &Path) -> Result<RunDirectory, CommandError> {
     let run_yaml = invocation::run_yaml(
         &launch.settings,
         &launch.invocation,
@@ -23,11 +37,10 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         &launch.preflight,
         &launch.gpu_state(),
     );
-    let run_dir = RunDirectory::create(
-        &args.run_dir,
+    Ok(RunDirectory::create(
+        parent,
         &launch.settings.strategy,
         SystemTime::now(),
         &run_yaml,
-    )?;
-    execute(launch, run_dir, args.json, None)
+    )?)
 }

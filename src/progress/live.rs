@@ -104,16 +104,21 @@ impl ProgressView {
         }
     }
 
-    /// The sink the Collector feeds: with `json`, JSON lines on stdout (and the bars, if any,
-    /// on stderr); otherwise the bars or plain lines. `deadline` is when a time limit ends the
+    /// The sink the Collector feeds: with `json`, JSON lines on stdout, each naming `strategy`
+    /// (and the bars, if any, on stderr); otherwise the bars or plain lines. `deadline` is when a time limit ends the
     /// run: the bars count down to it.
-    pub fn sink(&self, json: bool, deadline: Option<SystemTime>) -> Box<dyn ProgressSink> {
+    pub fn sink(
+        &self,
+        json: bool,
+        deadline: Option<SystemTime>,
+        strategy: &str,
+    ) -> Box<dyn ProgressSink> {
         match (self, json) {
-            (ProgressView::Lines, true) => Box::new(JsonProgress::new()),
+            (ProgressView::Lines, true) => Box::new(JsonProgress::new(strategy)),
             (ProgressView::Lines, false) => Box::new(PlainProgress::new()),
             (ProgressView::Bars(view), json) => Box::new(LiveProgress::new(
                 view.clone(),
-                json.then(JsonProgress::new),
+                json.then(|| JsonProgress::new(strategy)),
                 deadline,
             )),
         }

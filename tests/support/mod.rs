@@ -61,3 +61,8 @@ pub fn is_running(pid: i32) -> bool {
         })
         .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
 }
+
+/// Sends `signal` to a child, as a user or a scheduler would.
+pub fn send_signal(child: &std::process::Child, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+}

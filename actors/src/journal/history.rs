@@ -42,15 +42,6 @@ impl History {
     }
 }
 
-fn outcome_name(outcome: RunOutcome) -> &'static str {
-    match outcome {
-        RunOutcome::Completed => "completed",
-        RunOutcome::Failed => "failed",
-        RunOutcome::Interrupted => "interrupted",
-        RunOutcome::Refused => "refused",
-    }
-}
-
 /// The history of the records of one journal, in order. None for a journal with no record.
 pub fn history(records: &[JournalRecord]) -> Option<History> {
     let last_record_at = records.last()?.t;
@@ -121,7 +112,7 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
         last_record_at,
         previous_end: finished.as_ref().map_or_else(
             || "killed".to_string(),
-            |(outcome, reason)| format!("{}: {reason}", outcome_name(*outcome)),
+            |(outcome, reason)| format!("{}: {reason}", outcome.name()),
         ),
         finished,
         in_flight_at_two_deaths: on_device

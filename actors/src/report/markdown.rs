@@ -2,7 +2,6 @@
 
 use std::fmt::Write as _;
 
-use crate::journal::RunOutcome;
 use crate::model::CandidateId;
 
 use super::{FinalSubject, RunSummary};
@@ -12,6 +11,28 @@ pub(super) fn ratio(baseline_ms: Option<f64>, best_ms: Option<f64>) -> String {
     match (baseline_ms, best_ms) {
         (Some(baseline), Some(best)) if best > 0.0 => format!("{:.2}×", baseline / best),
         _ => "–".into(),
+    }
+}
+
+/// A size in decimal units: `512 B`, `14.2 kB`, `3.10 GB`.
+fn bytes_text(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if bytes < 1000 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = "B";
+    for next in UNITS {
+        if value < 1000.0 {
+            break;
+        }
+        value /= 1000.0;
+        unit = next;
+    }
+    if value < 10.0 {
+        format!("{value:.2} {unit}")
+    } else {
+        format!("{value:.1} {unit}")
     }
 }
 
@@ -31,12 +52,7 @@ impl RunSummary {
             );
         }
         if let Some((outcome, reason)) = &self.outcome {
-            let outcome = match outcome {
-                RunOutcome::Completed => "completed",
-                RunOutcome::Failed => "failed",
-                RunOutcome::Interrupted => "interrupted",
-                RunOutcome::Refused => "refused",
-            };
+            let outcome = outcome.name();
             let _ = writeln!(
                 out,
                 "Outcome: **{outcome}** ({reason}); wall time {:.1} s{}.\n",
@@ -146,8 +162,33 @@ impl RunSummary {
         if let Some(note) = &self.profiling_note {
             let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");
         }
+        self.render_disk(&mut out);
         self.render_cross_check(&mut out);
         out
+    }
+
+    /// What the run directory holds, and what was removed from it as the run went.
+    fn render_disk(&self, out: &mut String) {
+        let _ = writeln!(out, "\n## Disk\n");
+        match self.run_dir_bytes {
+            Some((at, bytes)) => {
+                let _ = write!(
+                    out,
+                    "The run directory holds {} ({bytes} bytes, measured {:.1} s after the start).",
+                    bytes_text(bytes),
+                    self.seconds_since_start(at)
+                );
+            }
+            None => {
+                let _ = write!(out, "The run directory has not been measured yet.");
+            }
+        }
+        let (candidates, removed) = self.caches_removed;
+        let _ = writeln!(
+            out,
+            " The caches of {candidates} candidate(s) that could no longer become parents were removed as the run went: {} ({removed} bytes).",
+            bytes_text(removed)
+        );
     }
 
     /// Each profiled kernel's event time against the device time its profiler measured for the

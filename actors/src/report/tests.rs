@@ -95,3 +95,36 @@ fn the_report_names_the_candidates_that_tampered_not_those_that_were_wrong() {
         "{report}"
     );
 }
+
+#[test]
+fn the_disk_section_says_what_the_run_directory_holds_and_what_was_removed() {
+    let mut summary = RunSummary::default();
+    assert!(
+        summary
+            .render_markdown()
+            .contains("## Disk\n\nThe run directory has not been measured yet. The caches of 0 candidate(s) that could no longer become parents were removed as the run went: 0 B (0 bytes).\n"),
+    );
+    for event in [
+        Event::CachesRemoved {
+            candidate: CandidateId(3),
+            paths: vec!["candidates/3/triton-cache".into()],
+            bytes: 1_200_000,
+        },
+        Event::CachesRemoved {
+            candidate: CandidateId(5),
+            paths: vec!["candidates/5/profile/ncu/ncu-report.csv".into()],
+            bytes: 34_567,
+        },
+        Event::RunDirMeasured { bytes: 512 },
+        Event::RunDirMeasured {
+            bytes: 3_104_000_000,
+        },
+    ] {
+        summary.observe(&record(event));
+    }
+    let report = summary.render_markdown();
+    assert!(
+        report.contains("## Disk\n\nThe run directory holds 3.10 GB (3104000000 bytes, measured 0.0 s after the start). The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 1.23 MB (1234567 bytes).\n"),
+        "{report}"
+    );
+}

@@ -189,6 +189,7 @@ impl Core {
         self.evaluated_sources
             .entry(same_code_key(code.text()))
             .or_insert(id);
+        self.caches_held.insert(id);
         let Some(candidate) = self.candidates.get_mut(&id) else {
             return;
         };

@@ -151,7 +151,8 @@ impl Pacer {
 }
 
 /// The beam as it stands and a round's tally, at the end of a round (or a virtual one).
-fn record_round_end(core: &Core, round: &Tally, out: &mut Out) {
+fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
+    core.beam_round = core.beam_round.max(round.number);
     let Some(beam) = core.beam.as_ref() else {
         return;
     };

@@ -58,9 +58,10 @@ impl SearchState {
     /// (`in_flight_at_two_deaths`) fails instead, by the `evaluated` records returned first, for the
     /// Manager to journal and apply; each request in flight is sent again under its own id (the
     /// Manager uses a reply already on disk instead); a request the end cancelled is asked again;
-    /// a profile in flight is run again. Then the search goes on as it would have. A search
-    /// that was over when the process died (in the finale, or waiting for its last replies)
-    /// takes nothing up again but those replies, and finishes again.
+    /// a profile in flight is run again; the caches of candidates that can no longer become
+    /// parents are removed again. Then the search goes on as it would have. A search that was
+    /// over when the process died (in the finale, or waiting for its last replies) takes
+    /// nothing up again but those replies, and finishes again.
     pub fn resume(
         &mut self,
         in_flight_at_two_deaths: &BTreeSet<CandidateId>,
@@ -156,6 +157,7 @@ impl SearchState {
                 out.push(decision);
             }
         }
+        out.extend(core.released_caches());
         if core.config.time_references
             && core.initial.is_some()
             && core.references_recorded.len() < 2

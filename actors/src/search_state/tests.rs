@@ -199,6 +199,7 @@ fn describe(decision: &Decision) -> String {
         Decision::Finish {
             outcome, reason, ..
         } => format!("finish {outcome:?}: {reason}"),
+        Decision::RemoveCaches { candidate } => format!("remove the caches of {candidate}"),
     }
 }
 
@@ -318,7 +319,8 @@ fn a_crash_is_not_refined() {
         "1 failed: an illegal memory access
          beam after round 1: [0]
          round 1 done: 1 proposed, 0 verified, 1 failed, 0 duplicates
-         finish Completed: max_rounds (1) reached",
+         finish Completed: max_rounds (1) reached
+         remove the caches of 1",
     ));
     check(one_proposal(3), &steps);
 }
@@ -350,7 +352,8 @@ fn a_dead_workers_candidate_is_tried_once_more_then_failed() {
             "1 failed: the worker of device 0 died twice on this candidate
              beam after round 1: [0]
              round 1 done: 1 proposed, 0 verified, 1 failed, 0 duplicates
-             finish Completed: max_rounds (1) reached",
+             finish Completed: max_rounds (1) reached
+             remove the caches of 1",
         ),
     ]);
     check(one_proposal(0), &steps);
@@ -479,6 +482,153 @@ fn a_rebuild_folds_the_records_to_the_same_state() {
     }
     let rebuilt = SearchState::rebuild(one_proposal(1), &journal);
     assert_eq!(rebuilt, live);
+}
+
+fn profiled(candidate: u64) -> Event {
+    Event::ProfileRecorded {
+        candidate: CandidateId(candidate),
+        device: DeviceId(0),
+        bottleneck: "memory".into(),
+        duration_ms: Some(1.0),
+        analysis: String::new(),
+        at_roofline: false,
+        details: None,
+    }
+}
+
+/// Applies each input in turn and compares the candidates whose caches it releases with the
+/// expected ones; the state must hold its invariants (no beam member released) throughout.
+/// Answers the state and its journal: the inputs, the records they led to, and a
+/// `caches_removed` after each release, as the Collector writes it.
+fn check_released(config: SearchConfig, steps: &[(Event, &[u64])]) -> (SearchState, Vec<Event>) {
+    let mut state = SearchState::new(config);
+    let mut journal = Vec::new();
+    for (index, (input, expected)) in steps.iter().enumerate() {
+        journal.push(input.clone());
+        let mut released = Vec::new();
+        for decision in state.apply(input) {
+            match decision {
+                Decision::Record(record) => journal.push(record),
+                Decision::RemoveCaches { candidate } => released.push(candidate),
+                _ => {}
+            }
+        }
+        journal.extend(released.iter().map(|candidate| Event::CachesRemoved {
+            candidate: *candidate,
+            paths: vec![format!("candidates/{candidate}/triton-cache")],
+            bytes: 4096,
+        }));
+        let released: Vec<u64> = released.iter().map(|candidate| candidate.0).collect();
+        assert_eq!(released, *expected, "after input {index}: {input:?}");
+        if let Err(broken) = state.check_invariants() {
+            panic!("after input {index}: {broken}");
+        }
+    }
+    (state, journal)
+}
+
+/// Two proposals from the initial kernel in round 1 of 2, one beam slot.
+fn a_round_with_two_proposals() -> (SearchState, Vec<Event>) {
+    check_released(
+        config(1, 2, 2, 1, Pacing::Rounds),
+        &[
+            (started("k0"), &[]),
+            (verified(0, 0, 8.0), &[]),
+            (analysed(0, 1, &["memory", "launch"]), &[]),
+            (code(1, 0, "k1"), &[]),
+            (code(2, 0, "k2"), &[]),
+            // 2 would enter the beam if 1 failed: it waits for its round's end.
+            (verified(2, 0, 6.0), &[]),
+            // The beam is [1]; the initial kernel keeps its caches for the finale.
+            (verified(1, 0, 5.0), &[2]),
+        ],
+    )
+}
+
+#[test]
+fn in_rounds_the_caches_of_a_candidate_go_once_its_round_ends_without_it_in_the_beam() {
+    let (state, _) = a_round_with_two_proposals();
+    let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
+    assert_eq!(beam, [1]);
+}
+
+/// Steady search over four virtual rounds of one proposal each, parents profiled.
+fn a_steady_search_that_profiles_its_parents() -> (SearchState, Vec<Event>) {
+    let steady = SearchConfig {
+        profile_parents: true,
+        ..config(1, 1, 4, 1, Pacing::Steady { max_inflight: 1 })
+    };
+    check_released(
+        steady,
+        &[
+            (started("k0"), &[]),
+            (verified(0, 0, 8.0), &[]),
+            (profiled(0), &[]),
+            (analysed(0, 1, &["memory"]), &[]),
+            (code(1, 0, "k1"), &[]),
+            // 1 takes the beam and is profiled as a parent.
+            (verified(1, 0, 5.0), &[]),
+            (code(2, 0, "k2"), &[]),
+            // Not taken by the beam, which only gets faster: never a parent.
+            (verified(2, 0, 9.0), &[2]),
+            (code(3, 0, "k3"), &[]),
+            // 3 pushes 1 out of the beam while 1's profile runs in its folder.
+            (verified(3, 0, 4.0), &[]),
+            (profiled(1), &[1]),
+        ],
+    )
+}
+
+#[test]
+fn in_steady_search_a_kernel_out_of_the_beam_loses_its_caches_once_its_profile_is_done() {
+    let (state, _) = a_steady_search_that_profiles_its_parents();
+    let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
+    assert_eq!(beam, [3]);
+}
+
+#[test]
+fn a_beam_member_whose_caches_were_released_is_a_broken_state() {
+    let (mut state, _) = a_round_with_two_proposals();
+    state.core.caches_released.insert(CandidateId(1));
+    assert_eq!(
+        state.check_invariants(),
+        Err("beam member 1 had its caches released".to_string())
+    );
+}
+
+#[test]
+fn a_rebuild_releases_the_same_caches_with_or_without_their_caches_removed_records() {
+    for (live, journal) in [
+        a_round_with_two_proposals(),
+        a_steady_search_that_profiles_its_parents(),
+    ] {
+        let config = live.core.config.clone();
+        let (rebuilt, unjournaled) = SearchState::fold(config.clone(), &journal);
+        assert_eq!(rebuilt, live);
+        assert!(unjournaled.is_empty(), "{unjournaled:?}");
+        // A death between a release and the Collector's removal: no caches_removed.
+        let cut: Vec<Event> = journal
+            .iter()
+            .filter(|event| !matches!(event, Event::CachesRemoved { .. }))
+            .cloned()
+            .collect();
+        assert_eq!(SearchState::rebuild(config, &cut), live);
+    }
+}
+
+#[test]
+fn a_resume_removes_again_the_caches_released_before_the_death_and_no_beam_members() {
+    let (live, journal) = a_steady_search_that_profiles_its_parents();
+    let mut resumed = SearchState::rebuild(live.core.config.clone(), &journal);
+    let (_, decisions) = resumed.resume(&BTreeSet::new());
+    let removed: Vec<u64> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::RemoveCaches { candidate } => Some(candidate.0),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(removed, [1, 2]);
 }
 
 /// Issue 13: the process journals an input, then the records it leads to; a death in between

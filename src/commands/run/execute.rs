@@ -25,7 +25,7 @@ use crate::exit;
 use crate::gpus::{RunDevices, choose_run_devices};
 use crate::kernel_dir::KernelDir;
 use crate::llm::{self, LlmKeys};
-use crate::progress::{LogWriter, ProgressView, SystemClock, TerminalFacts};
+use crate::progress::{ProgressView, SystemClock, TerminalFacts};
 use crate::prompts::{PromptFacts, Prompts};
 use crate::replay::ReplayProvider;
 use crate::run_dir::RunDirectory;
@@ -48,6 +48,9 @@ pub(crate) struct Launch {
     pub kernel: KernelDir,
     pub devices: RunDevices,
     pub preflight: CheckReport,
+    /// What earlier processes already spent of max_time: a resumed run's, or the runs of
+    /// `--strategy all` before this one.
+    pub time_spent: Duration,
     llm: Rc<dyn LlmProvider>,
     max_inflight: usize,
     prompts: Rc<Prompts>,
@@ -61,6 +64,17 @@ impl Launch {
         invocation: Invocation,
         history: Option<&History>,
     ) -> Result<Launch, CommandError> {
+        let spent = Spent {
+            replayed: history.map_or(&[][..], |h| &h.code_requests),
+            usd: history.map_or(0.0, |h| h.spent_usd),
+            time: history.map_or(Duration::ZERO, |h| h.time_spent),
+        };
+        Launch::prepare_after(invocation, &spent)
+    }
+
+    /// Resolves an invocation as `prepare` does, for a run that counts what others `spent`
+    /// before it against its limits.
+    pub fn prepare_after(invocation: Invocation, spent: &Spent) -> Result<Launch, CommandError> {
         let settings = load_strategy(
             &invocation.config_dir(),
             &invocation.strategy,
@@ -94,7 +108,7 @@ impl Launch {
                 settings.strategy
             )));
         }
-        let (llm, max_inflight) = llm_provider(&settings, &kernel, history)?;
+        let (llm, max_inflight) = llm_provider(&settings, &kernel, spent)?;
         let prompts = Rc::new(prompts(&settings, &kernel, &devices)?);
         Ok(Launch {
             invocation,
@@ -102,6 +116,7 @@ impl Launch {
             kernel,
             devices,
             preflight,
+            time_spent: spent.time,
             llm,
             max_inflight,
             prompts,
@@ -115,6 +130,18 @@ impl Launch {
             &HostEnvironment::from_process(self.settings.python.clone()),
         )
     }
+}
+
+/// What earlier processes spent that a run counts against its limits: a resumed run's own, or
+/// the runs of `--strategy all` before it.
+pub(crate) struct Spent<'a> {
+    /// The requests for code the replay provider already answered (a resumed run's): it goes
+    /// on with the files after theirs.
+    pub replayed: &'a [String],
+    /// Dollars an HTTP provider's budget_usd already counts.
+    pub usd: f64,
+    /// Time max_time already counts.
+    pub time: Duration,
 }
 
 /// How a resumed run goes on: the journal's records, what they say of the earlier processes,
@@ -191,13 +218,13 @@ const STEADY_MAX_INFLIGHT_REPLAY: usize = 256;
 const STEADY_MAX_INFLIGHT_HTTP: usize = 64;
 
 /// The LLM provider and how many requests it may have in flight.
-/// A resumed run's provider goes on where the run was (`history`): the replay provider hands
-/// out its files after the ones the journal's requests had, an HTTP provider's budget counts
-/// the dollars already spent.
+/// It goes on from what was `spent` before: the replay provider hands out its files after the
+/// ones a resumed run's requests had, an HTTP provider's budget counts the dollars already
+/// spent.
 fn llm_provider(
     settings: &RunSettings,
     kernel: &KernelDir,
-    history: Option<&History>,
+    spent: &Spent,
 ) -> Result<(Rc<dyn LlmProvider>, usize), CommandError> {
     let all_at_once = settings.search().candidates_per_round() as usize;
     match &settings.llm {
@@ -210,7 +237,7 @@ fn llm_provider(
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
             let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?
-                .continuing_after(history.map_or(&[][..], |h| &h.code_requests));
+                .continuing_after(spent.replayed);
             if let Some(warning) = replay.warning() {
                 console::err(format_args!("kactors: warning: {warning}"));
             }
@@ -246,9 +273,8 @@ fn llm_provider(
             let http = llm::HttpProvider::new(resolved).map_err(|error| {
                 CommandError::Environment(format!("failed to set up the llm provider: {error}"))
             })?;
-            let spent_before = history.map_or(0.0, |h| h.spent_usd);
             let provider = llm::HttpLlm::new(http, llm::RetryPolicy::default())
-                .counting_earlier_spend(spent_before);
+                .counting_earlier_spend(spent.usd);
             Ok((Rc::new(provider), max_inflight))
         }
     }
@@ -319,35 +345,6 @@ fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// kactors.log, and stderr through `to_stderr` (the live view's bars, when they are up).
-fn init_logging(run_root: &Path, to_stderr: LogWriter) {
-    use tracing_subscriber::prelude::*;
-    use tracing_subscriber::{EnvFilter, filter::LevelFilter, fmt};
-    // A resumed run goes on writing the same log.
-    let Ok(log) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(run_root.join("kactors.log"))
-    else {
-        return;
-    };
-    // A log line that cannot be written (a full disk, a closed stderr) is dropped: tracing's
-    // own report of the failure would go to stderr and panic there.
-    let to_file = fmt::layer()
-        .log_internal_errors(false)
-        .with_ansi(false)
-        .with_writer(Arc::new(log))
-        .with_filter(LevelFilter::INFO);
-    let to_stderr = fmt::layer()
-        .log_internal_errors(false)
-        .with_writer(to_stderr)
-        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
-    let _ = tracing_subscriber::registry()
-        .with(to_file)
-        .with(to_stderr)
-        .try_init();
-}
-
 /// Runs the search in `run_dir` (new, or reopened by a resume with its `continuation`) and
 /// answers the process's exit code.
 pub(crate) fn execute(
@@ -360,6 +357,7 @@ pub(crate) fn execute(
         settings,
         kernel,
         devices,
+        time_spent,
         llm,
         max_inflight,
         prompts,
@@ -368,19 +366,14 @@ pub(crate) fn execute(
     let run_root = run_dir.root().to_path_buf();
     crate::process::mark_children_of_run(&run_root);
     let view = ProgressView::for_terminal(&TerminalFacts::of_process());
-    init_logging(&run_root, view.log_writer());
+    super::logging::log_to(&run_root, view.log_writer());
     console::err(format_args!(
         "kactors: run directory {}",
         run_root.display()
     ));
     let selected_platform = devices.selection.platform;
     let simulated = selected_platform == Platform::Noop;
-    let time_limit = settings.time_limit(
-        selected_platform,
-        continuation
-            .as_ref()
-            .map_or(Duration::ZERO, |c| c.history.time_spent),
-    );
+    let time_limit = settings.time_limit(selected_platform, time_spent);
     let platform = crate::platform::prepare(&run_root, &settings, &devices.selection, &kernel.root)
         .map_err(|error| {
             CommandError::Environment(format!(
@@ -437,7 +430,7 @@ pub(crate) fn execute(
         .map(|limit| std::time::SystemTime::now() + limit.remaining);
     let io = RunIo {
         store: Box::new(run_dir),
-        progress: view.sink(json, deadline),
+        progress: view.sink(json, deadline, &settings.strategy),
         clock: Arc::new(SystemClock),
         signaller: Box::new(ProcessGroupSignaller),
     };

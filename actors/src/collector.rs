@@ -9,6 +9,7 @@
 //! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
 
 mod disk;
+mod failures;
 
 pub use disk::RemoveCaches;
 
@@ -26,6 +27,7 @@ use crate::journal::{Event, JournalRecord, ReplyFile, whole_millis};
 use crate::model::CandidateId;
 use crate::ports::{Clock, ProgressSink, RunStore};
 use crate::report::RunSummary;
+use failures::{FirstError, Reporter};
 
 /// Journal an event.
 #[derive(Message)]
@@ -333,55 +335,6 @@ impl Writer<'_> {
         let _ = self
             .errors
             .note(written, "report.md and report.html", self.failed);
-    }
-}
-
-/// The first failure to write the run directory; later ones go to the log's debug level only,
-/// so that a full disk makes one line, not thousands.
-#[derive(Default)]
-struct FirstError {
-    first: Option<String>,
-    reported: bool,
-}
-
-impl FirstError {
-    fn note<T>(
-        &mut self,
-        result: std::io::Result<T>,
-        what: &str,
-        failed: &Reporter,
-    ) -> Result<T, String> {
-        result.map_err(|error| {
-            let message = format!("failed to write {what}: {error}");
-            if self.reported {
-                tracing::debug!("{message}");
-            } else {
-                self.reported = true;
-                // Into kactors.log only: `run` ends with the one line a user sees about it.
-                tracing::info!("{message}");
-                failed.failed(message.clone());
-            }
-            self.first.get_or_insert_with(|| message.clone());
-            message
-        })
-    }
-}
-
-/// Tells the Supervisor of a failure, and keeps it for the answers the thread may not give.
-#[derive(Clone)]
-struct Reporter {
-    failed: Recipient<RecordsFailed>,
-    failure: Arc<watch::Sender<Option<String>>>,
-}
-
-impl Reporter {
-    fn failed(&self, message: String) {
-        self.failure.send_if_modified(|first| {
-            let unset = first.is_none();
-            first.get_or_insert_with(|| message.clone());
-            unset
-        });
-        self.failed.do_send(RecordsFailed { message });
     }
 }
 

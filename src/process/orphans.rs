@@ -75,6 +75,8 @@ mod tests {
         Command::new("sh")
             .args(["-c", "trap '' TERM; sleep 60 & wait"])
             .env(RUN_MARKER, run)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .process_group(0)
             .spawn()
             .unwrap()
@@ -97,7 +99,11 @@ mod tests {
             is_running(Pid::from_raw(other.id() as i32)),
             "another run's child is left alone"
         );
-        let _ = other.kill();
+        // The whole group: its `sleep` outlives the shell.
+        let _ = nix::sys::signal::killpg(
+            Pid::from_raw(other.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
         let _ = other.wait();
     }
 }

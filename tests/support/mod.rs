@@ -44,3 +44,4 @@ pub fn is_running(pid: i32) -> bool {
         })
         .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
 }
+pub mod slurm;

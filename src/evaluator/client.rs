@@ -22,7 +22,7 @@ use super::protocol::{
 };
 use crate::devices::Pin;
 use crate::process::{
-    ChildSpec, ProtocolPipes, RunningChild, log_tail, spawn, terminate_with_grace,
+    ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn, terminate_with_grace,
 };
 
 /// What every evaluator child of a run shares.
@@ -201,7 +201,7 @@ impl PythonEvaluator {
             cwd: self.slot.folder.clone(),
             env: self.slot.pin.child_environment(std::env::vars_os(), &[]),
             log_path: self.log_path(),
-            protocol: true,
+            protocol: Protocol::Pipes,
             label: self.label(),
         };
         let mut child = spawn(&spec).map_err(|error| error.to_string())?;
@@ -498,7 +498,7 @@ impl DeviceEvaluator for PythonEvaluator {
                 cwd: folder.to_path_buf(),
                 env: self.slot.pin.child_environment(std::env::vars_os(), &[]),
                 log_path: log.clone(),
-                protocol: false,
+                protocol: Protocol::None,
                 label: format!("test.py on device {}", self.device),
             };
             let mut child = spawn(&spec).map_err(|error| EvalError::Start(error.to_string()))?;

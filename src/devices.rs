@@ -23,3 +23,6 @@ pub use pin::Pin;
 pub use provenance::{GpuState, gpu_state};
 pub use select::{DeviceRequest, select_devices};
 pub use specs::{GpuSpec, SpecMatch, spec_by_name, spec_table};
+// The Slurm tools run before actors start the same way the GPU tools do.
+pub(crate) use error::ToolFailure;
+pub(crate) use tool::{TOOL_TIMEOUT, find_executable, run_tool};

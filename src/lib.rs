@@ -25,4 +25,5 @@ pub mod replay;
 pub mod rocm;
 pub mod run_dir;
 pub mod signals;
+pub mod slurm;
 pub mod vendor;

@@ -2,6 +2,7 @@
 //! configuration, kernel directories, the run directory, child processes, platforms (noop,
 //! NVIDIA, ROCm), LLM providers and prompts live here and implement the runtime's ports.
 
+pub mod agent;
 pub mod check;
 pub mod cli;
 pub mod commands;

@@ -27,7 +27,7 @@ pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
 pub use log_tail::log_tail;
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
-pub use spawn::{ChildSpec, RunningChild, SpawnError, spawn};
+pub use spawn::{ChildSpec, Protocol, RunningChild, SpawnError, spawn};
 pub use terminate::{
     KILL_EXIT_LIMIT, Termination, WaitOutcome, terminate_with_grace, wait_or_terminate,
 };

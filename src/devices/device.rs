@@ -57,6 +57,12 @@ impl Device {
     /// ROCm: HIP_VISIBLE_DEVICES is the HIP id, which is numbered before any mask, so the other
     /// masks are removed. NVIDIA: the UUID, which does not depend on CUDA's device order.
     pub fn pin(&self) -> Pin {
+        self.pin_as(DeviceId(self.id))
+    }
+
+    /// The same pin under the id the run gives the device: a node agent's devices are numbered
+    /// over the whole allocation, not by their index on the node.
+    pub fn pin_as(&self, device: DeviceId) -> Pin {
         let (set, unset) = match &self.kind {
             DeviceKind::Noop => (BTreeMap::new(), Vec::new()),
             DeviceKind::Nvidia { uuid, .. } => (
@@ -71,7 +77,7 @@ impl Device {
                 ],
             ),
         };
-        Pin::new(DeviceId(self.id), set, unset)
+        Pin::new(device, set, unset)
     }
 }
 

@@ -45,6 +45,21 @@ pub struct EvaluatorSetup {
 pub struct DeviceSlot {
     pub folder: PathBuf,
     pub pin: Pin,
+    /// Where each candidate's Triton cache goes: `None` beside the candidate, in its folder
+    /// (one node: the run directory is local); on a node agent a node-local folder, one
+    /// subfolder per candidate, since the run directory is shared between nodes and Triton's
+    /// cache must not be.
+    pub triton_cache: Option<PathBuf>,
+}
+
+impl DeviceSlot {
+    /// The Triton cache of the candidate whose folder is `candidate_folder`.
+    pub fn triton_cache_of(&self, candidate_folder: &Path) -> PathBuf {
+        match (&self.triton_cache, candidate_folder.file_name()) {
+            (Some(root), Some(candidate)) => root.join(candidate),
+            _ => candidate_folder.join("triton-cache"),
+        }
+    }
 }
 
 pub struct PythonEvaluatorFactory {
@@ -397,7 +412,7 @@ impl DeviceEvaluator for PythonEvaluator {
     ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
         Box::pin(async move {
             let candidate = job.folder.join("kernel.py");
-            let cache_dir = job.folder.join("triton-cache");
+            let cache_dir = self.slot.triton_cache_of(&job.folder);
             let outcome = self
                 .call(
                     |id| Request::Verify {
@@ -445,7 +460,7 @@ impl DeviceEvaluator for PythonEvaluator {
     fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
         Box::pin(async move {
             let candidate = job.folder.join("kernel.py");
-            let cache_dir = Some(job.folder.join("triton-cache"));
+            let cache_dir = Some(self.slot.triton_cache_of(&job.folder));
             let request = |id| Request::Time {
                 id,
                 candidate,
@@ -776,8 +791,15 @@ mod tests {
         };
         actix::System::new().block_on(async {
             let watchdog = crate::profiling::standalone_watchdog(Duration::from_millis(200));
-            let mut evaluator =
-                PythonEvaluator::new(Rc::new(setup), DeviceSlot { folder, pin }, watchdog);
+            let mut evaluator = PythonEvaluator::new(
+                Rc::new(setup),
+                DeviceSlot {
+                    folder,
+                    pin,
+                    triton_cache: None,
+                },
+                watchdog,
+            );
             let Err(EvalError::Start(message)) = evaluator.verify(&job).await else {
                 panic!("a script that exits at once cannot start")
             };

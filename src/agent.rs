@@ -10,5 +10,8 @@
 //! heartbeat, scancel when an agent stops answering), `remote.rs` (the ports over the links)
 //! and `launch.rs` (the steps started on the allocation and the run's device table).
 
+pub mod launch;
+pub mod link;
 pub mod node;
+pub mod remote;
 pub mod wire;

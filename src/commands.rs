@@ -7,6 +7,7 @@
 mod agent;
 mod check;
 mod devices;
+mod launch;
 mod profile;
 mod report;
 mod run;

@@ -17,7 +17,12 @@ use support::slurm::Allocation;
 fn a_step_runs_on_each_node_of_a_two_node_allocation() {
     let allocation = Allocation::new(2, 4);
     let output = allocation
-        .srun(&["--nodes=2", "--ntasks-per-node=1", "printenv", "SLURMD_NODENAME"])
+        .srun(&[
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "printenv",
+            "SLURMD_NODENAME",
+        ])
         .output()
         .unwrap();
     assert!(output.status.success(), "{output:?}");

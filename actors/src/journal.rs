@@ -2,9 +2,10 @@
 //! with milliseconds) and `type`. docs/journal.md documents every record; resume, reports and
 //! later tools read it, so a change of shape is a change of `SCHEMA_VERSION`.
 //!
-//! Records are read back too (`JournalRecord::from_line`, a whole journal with `read_journal`): version 2 journals rebuild the
+//! Records are read back too (`JournalRecord::from_line`, a whole journal with `read_journal`): version 2 and 3 journals rebuild the
 //! search's state, and version 1 journals still give a report (the fields version 2 added read
-//! as absent).
+//! as absent). Version 3 added the device table's `node`, `index` and `step` (the Slurm
+//! launcher), which read as absent from older journals.
 
 use std::time::{Duration, SystemTime};
 
@@ -19,7 +20,7 @@ use crate::profile::KernelProfile;
 mod reading;
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest journal this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
@@ -76,11 +77,33 @@ pub enum Step {
     Reference,
 }
 
+/// One row of the run's device table: `run_started` maps each device id the other records
+/// name to the GPU it is. Under the Slurm launcher (version 3) a device also has its node,
+/// Slurm's index of it there, and the node agent's step that serves it; on one node these are
+/// null.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceDescription {
     pub device: DeviceId,
     pub name: String,
     pub uuid: Option<String>,
+    #[serde(default)]
+    pub node: Option<String>,
+    #[serde(default)]
+    pub index: Option<u32>,
+    /// The step (`JOB.STEP`) of the agent that serves the device: a resume, or a new run in the
+    /// same allocation, cancels a dead run's steps by these ids.
+    #[serde(default)]
+    pub step: Option<String>,
+}
+
+impl DeviceDescription {
+    /// `n2:1` under the Slurm launcher (its node and Slurm's index there), else the device id.
+    pub fn location(&self) -> String {
+        match (&self.node, self.index) {
+            (Some(node), Some(index)) => format!("{node}:{index}"),
+            _ => self.device.to_string(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

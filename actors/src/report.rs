@@ -243,7 +243,10 @@ impl RunSummary {
                     ("devices".into(), devices.len().to_string()),
                 ];
                 for device in devices {
-                    self.devices.entry(device.device).or_default().name = device.name.clone();
+                    self.devices.entry(device.device).or_default().name = match &device.node {
+                        Some(_) => format!("{} on {}", device.name, device.location()),
+                        None => device.name.clone(),
+                    };
                 }
             }
             Event::StepStarted {

@@ -12,7 +12,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
-use actors::model::DeviceId;
+use actors::model::{DeviceId, Vendor};
 use actors::ports::{DeviceEvaluator, KernelProfiler};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, mpsc};
@@ -121,6 +121,7 @@ pub fn wire_line(line: &CheckLine) -> WireCheckLine {
 
 pub fn hello(
     identity: &NodeIdentity,
+    vendor: Vendor,
     devices: &[HeldDevice],
     notes: Vec<String>,
     preflight: &[CheckLine],
@@ -130,6 +131,7 @@ pub fn hello(
         host: identity.host.clone(),
         step: identity.step.clone(),
         pid: std::process::id(),
+        vendor,
         devices: devices
             .iter()
             .map(|held| OfferedDevice {

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actors::model::{
-    CandidateId, DeviceId, KernelSource, Provenance, Reference, TimeOutcome, Timing, Verdict,
-    VerifyOutcome,
+    CandidateId, DeviceId, KernelSource, Provenance, Reference, TimeOutcome, Timing, Vendor,
+    Verdict, VerifyOutcome,
 };
 use actors::ports::{
     EvalError, EvalJob, ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
@@ -217,6 +217,8 @@ pub struct Hello {
     /// `JOB.STEP`: what scancel takes.
     pub step: String,
     pub pid: u32,
+    /// The vendor of the node's GPUs.
+    pub vendor: Vendor,
     /// The node's devices this agent holds (locked against other runs), in Slurm's order.
     pub devices: Vec<OfferedDevice>,
     /// What the person starting the run should know (GPUs another run holds, spec rows).

@@ -70,7 +70,7 @@ fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), String> {
     let identity = NodeIdentity::of_step(&host)?;
     let selection = select_devices(&device_request(&settings, None), &host)
         .map_err(|error| format!("node {}: {error}", identity.node))?;
-    let Platform::Vendor(_) = selection.platform else {
+    let Platform::Vendor(vendor) = selection.platform else {
         return Err("the noop platform runs nothing on a node: use launcher: local".into());
     };
     let mut notes = selection.warnings.clone();
@@ -86,7 +86,7 @@ fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), String> {
                 lock: None,
             })
             .collect();
-        return Ok((None, hello(&identity, &devices, notes, &[])));
+        return Ok((None, hello(&identity, vendor, &devices, notes, &[])));
     }
     let locked = lock_or_wait(&settings, &selection.devices, &mut notes)
         .map_err(|error| format!("node {}: {error}", identity.node))?;
@@ -110,7 +110,7 @@ fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), String> {
         lines.push(shared_folder_line(&identity.node, file, token));
     }
     lines.extend(preflight(&settings, &held, Some(&kernel_dir)));
-    let hello = hello(&identity, &devices, notes, &lines);
+    let hello = hello(&identity, vendor, &devices, notes, &lines);
     let agent = NodeAgent {
         settings,
         kernel_dir: PathBuf::from(&kernel_dir),

@@ -17,9 +17,9 @@ use tokio::sync::oneshot;
 use crate::cli::RunArgs;
 use crate::config::{CliOverrides, LlmChoice, RunSettings};
 use crate::console;
-use crate::devices::{DeviceKind, HostEnvironment};
+use crate::devices::DeviceKind;
 use crate::exit;
-use crate::gpus::{RunDevices, choose_run_devices};
+use crate::gpus::RunDevices;
 use crate::kernel_dir::KernelDir;
 use crate::llm::{self, LlmKeys};
 use crate::progress::{JsonProgress, PlainProgress, SystemClock};
@@ -30,14 +30,15 @@ use crate::signals::{ProcessGroupSignaller, forward_signals};
 use crate::vendor::{Platform, Vendor};
 
 use super::CommandError;
+use super::launch::{AgentInputs, Launch};
 use super::settings::load_strategy;
 
 /// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
 /// keeps killing its worker does not spin for hours.
 const RESTART_BUDGET: u32 = 3;
 
-/// The journal's description of each device a run uses.
-fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
+/// The journal's description of each device a run on one node uses.
+pub(super) fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
     devices
         .selection
         .devices
@@ -49,6 +50,9 @@ fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
                 _ => device.name.clone(),
             },
             uuid: device.uuid().map(str::to_string),
+            node: None,
+            index: None,
+            step: None,
         })
         .collect()
 }
@@ -209,30 +213,22 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         console::err(format_args!("kactors: warning: {warning}"));
     }
     let kernel = KernelDir::open(&args.kernel_dir, settings.max_source_bytes)?;
-    let devices = choose_run_devices(
+    // Made first: a Slurm run's agents talk to the head over pipes that belong to its runtime.
+    let system = actix::System::new();
+    let inputs = AgentInputs {
+        strategy: &args.strategy,
+        config_dir: args.config_dir.config_dir.as_deref(),
+        python: args.python.as_deref(),
+    };
+    let (launch, preflight) = Launch::start(
         &settings,
         args.gpus.clone(),
-        &HostEnvironment::from_process(settings.python.clone()),
+        &kernel.root,
+        &args.run_dir,
+        &inputs,
+        &system,
     )?;
-    for note in &devices.notes {
-        console::err(format_args!("kactors: {note}"));
-    }
-    let preflight = crate::check::preflight(&settings, &devices.selection, Some(&kernel.root));
-    for line in preflight.failures() {
-        console::err(format_args!("kactors: {line}"));
-    }
-    let stopping = preflight
-        .lines()
-        .iter()
-        .filter(|line| line.stops_a_run())
-        .count();
-    if stopping > 0 {
-        return Err(CommandError::Environment(format!(
-            "{stopping} preflight check(s) failed (the FAIL lines above); `kactors check --strategy {}` repeats them",
-            settings.strategy
-        )));
-    }
-    let selected_platform = devices.selection.platform;
+    let selected_platform = launch.platform();
     let simulated = selected_platform == Platform::Noop;
     let (llm, max_inflight) = llm_provider(&settings, &kernel)?;
     let problem_path = kernel.root.join("problem.py");
@@ -244,11 +240,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
     })?;
     let facts = PromptFacts {
         platform: selected_platform,
-        gpu: devices
-            .selection
-            .devices
-            .first()
-            .and_then(|device| device.spec),
+        gpu: launch.first_spec(),
         dtype: "bfloat16",
         tolerance: "atol=rtol=1e-2 (bfloat16)",
         problem_source: &problem_source,
@@ -259,14 +251,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         &args.run_dir,
         &settings.strategy,
         SystemTime::now(),
-        &run_yaml(
-            &settings,
-            &preflight,
-            &crate::devices::gpu_state(
-                &devices.selection,
-                &HostEnvironment::from_process(settings.python.clone()),
-            ),
-        ),
+        &run_yaml(&settings, &preflight, &launch.gpu_state(&settings)),
     )?;
     let run_root = run_dir.root().to_path_buf();
     init_logging(&run_root);
@@ -274,13 +259,11 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         "kactors: run directory {}",
         run_root.display()
     ));
-    let platform = crate::platform::prepare(&run_root, &settings, &devices.selection, &kernel.root)
-        .map_err(|error| {
-            CommandError::Environment(format!(
-                "failed to prepare the run directory {}: {error}",
-                run_root.display()
-            ))
-        })?;
+    let described = launch.describe();
+    let device_count = launch.device_count();
+    // The GPUs of a run on one node stay locked until it returns.
+    let (platform, _locks) = launch.prepare(&run_root, &settings, &kernel.root, &system)?;
+    let agents = platform.agents();
 
     let search = settings.search();
     let started = Event::RunStarted {
@@ -291,7 +274,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         num_top_kernels: search.num_top_kernels,
         num_bottlenecks: search.num_bottlenecks,
         max_rounds: search.max_rounds,
-        devices: describe(&devices),
+        devices: described,
         initial_source: kernel.initial.text().to_string(),
     };
     let plan = RunPlan {
@@ -311,9 +294,7 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
                 LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
                 LlmChoice::Replay { .. } => None,
             },
-            reflexions_in_flight: actors::manager::reflexions_in_flight_for(
-                devices.selection.devices.len(),
-            ),
+            reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
         },
         max_inflight,
         kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
@@ -343,7 +324,6 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         }
     });
 
-    let system = actix::System::new();
     let result = system.block_on(async move {
         let (sender, receiver) = oneshot::channel();
         let supervisor = Supervisor::new(io, ports, plan, sender).start();
@@ -352,7 +332,12 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
                 "failed to install the SIGINT/SIGTERM/SIGHUP handlers: {error}"
             ))
         })?;
-        Ok::<_, CommandError>(receiver.await)
+        let result = receiver.await;
+        // The agents end their evaluators and exit; their steps end with them.
+        if let Some(agents) = agents {
+            agents.close().await;
+        }
+        Ok::<_, CommandError>(result)
     })?;
     // From here on the run has started: whatever goes wrong is exit 1, never 2.
     let Ok(result) = result else {

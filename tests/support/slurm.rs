@@ -43,7 +43,13 @@ impl Allocation {
     /// The allocation's steps as `squeue --steps` lists them: (step id, name).
     pub fn steps(&self) -> Vec<(String, String)> {
         let output = Command::new("squeue")
-            .args(["--steps", "--noheader", "--format=%i %j", "--jobs", &self.job])
+            .args([
+                "--steps",
+                "--noheader",
+                "--format=%i %j",
+                "--jobs",
+                &self.job,
+            ])
             .output()
             .unwrap();
         String::from_utf8_lossy(&output.stdout)

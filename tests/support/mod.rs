@@ -45,3 +45,4 @@ pub fn is_running(pid: i32) -> bool {
         .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
 }
 pub mod slurm;
+pub mod slurm_run;

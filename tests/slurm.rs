@@ -11,8 +11,76 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use serde_json::Value;
+use support::is_running;
+
+/// Waits up to `limit` for `pid` to end (a step's processes are killed on their node, a
+/// moment after Slurm says so).
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let give_up = std::time::Instant::now() + limit;
+    while is_running(pid) {
+        if std::time::Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
 use support::slurm::Allocation;
-use support::slurm_run::{SlurmRun, journal, passing};
+use support::slurm_run::{
+    SlurmRun, agent_of, journal, kill_step_on_its_node, none_left_within, passing, wait_with_limit,
+};
+
+const ONE_ROUND_OF_EIGHT: &str =
+    "max_rounds: 1\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n";
+
+/// In one round of eight on eight devices, candidate i runs on device i mod 8: these on node 2.
+const ON_NODE_2: [u64; 4] = [4, 5, 6, 7];
+
+/// The device table of `run_started`: each device id's `node:index`.
+fn device_table(records: &[Value]) -> BTreeMap<u64, String> {
+    records[0]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["device"].as_u64().unwrap(),
+                format!("{}:{}", row["node"].as_str().unwrap(), row["index"]),
+            )
+        })
+        .collect()
+}
+
+/// The step each node's agent ran as, from the device table.
+fn steps_by_node(records: &[Value]) -> BTreeMap<String, String> {
+    records[0]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            (
+                row["node"].as_str().unwrap().to_string(),
+                row["step"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn evaluated(records: &[Value], candidate: u64) -> Vec<&Value> {
+    records
+        .iter()
+        .filter(|r| r["type"] == "evaluated" && r["candidate"] == candidate)
+        .collect()
+}
+
+/// A candidate's source from its `# standin:` line, unique by its multiplier.
+fn candidate(name: &str, marker: &str, multiplier: usize) -> (String, String) {
+    (
+        name.to_string(),
+        format!("# standin: {marker}\ndef kernel_function(x):\n    return x * {multiplier}\n"),
+    )
+}
 
 #[test]
 #[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
@@ -43,26 +111,15 @@ fn every_device_of_both_nodes_gets_candidates_and_the_journal_names_their_nodes(
     let allocation = Allocation::new(2, 4);
     let run = SlurmRun::new(
         &passing(16),
-        "max_rounds: 2\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+        "test_timeout_s: 5\nmax_rounds: 2\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
     );
     let output = run.command(&allocation.job, "run").output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let runs = run.runs();
     let records = journal(&runs[0]);
-    let started = &records[0];
-    assert_eq!(started["type"], "run_started");
-    let table: BTreeMap<u64, String> = started["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            (
-                row["device"].as_u64().unwrap(),
-                format!("{}:{}", row["node"].as_str().unwrap(), row["index"]),
-            )
-        })
-        .collect();
+    assert_eq!(records[0]["type"], "run_started");
+    let table = device_table(&records);
     let expected: BTreeMap<u64, String> = (0..8)
         .map(|device| (device, format!("n{}:{}", device / 4 + 1, device % 4)))
         .collect();
@@ -86,6 +143,417 @@ fn every_device_of_both_nodes_gets_candidates_and_the_journal_names_their_nodes(
             "{record}"
         );
     }
-    assert!(allocation.no_steps_within(Duration::from_secs(10)), "{:?}", allocation.steps());
+    assert!(
+        allocation.no_steps_within(Duration::from_secs(10)),
+        "{:?}",
+        allocation.steps()
+    );
     assert!(runs[0].join("agents/n1.log").is_file() && runs[0].join("agents/n2.log").is_file());
+}
+
+/// Issue 14: a hung evaluator on node 2 is ended by that node's agent within its deadline plus
+/// the grace, and nothing of it is left; the other candidates are not touched.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn a_hung_evaluator_on_node_2_is_ended_within_its_deadline_plus_grace() {
+    let allocation = Allocation::new(2, 4);
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    // Candidate i runs on device i mod 8: candidate 5 on device 5, node 2's second GPU.
+    let mut candidates = passing(8);
+    candidates[4] = candidate(
+        "05.py",
+        &format!("hang pidfile={}", pidfile.path().display()),
+        5,
+    );
+    let run = SlurmRun::new(
+        &candidates,
+        &format!("test_timeout_s: 2\n{ONE_ROUND_OF_EIGHT}"),
+    );
+    let output = run.command(&allocation.job, "run").output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let records = journal(&run.runs()[0]);
+    assert_eq!(device_table(&records)[&5], "n2:1");
+    let hung = evaluated(&records, 5);
+    assert_eq!(hung.len(), 1);
+    assert_eq!(hung[0]["device"], 5);
+    let reason = hung[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("exceeded its deadline of 2s and was killed"),
+        "{reason}"
+    );
+    let at = |kind: &str| {
+        let record = records
+            .iter()
+            .find(|r| r["type"] == kind && r["candidate"] == 5 && r["step"] == "verify")
+            .unwrap();
+        let t = record["t"].as_str().unwrap();
+        // 2026-12-02T10:35:44.123Z: seconds within the day are enough for a short run.
+        let clock: Vec<f64> = t[11..23]
+            .split(':')
+            .map(|part| part.parse().unwrap())
+            .collect();
+        clock[0] * 3600.0 + clock[1] * 60.0 + clock[2]
+    };
+    let took = at("step_finished") - at("step_started");
+    assert!(
+        (2.0..2.0 + 0.5 + 1.5).contains(&took),
+        "the hung verification took {took} s: its deadline is 2 s and the grace 0.5 s"
+    );
+    let pid: i32 = std::fs::read_to_string(pidfile.path())
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        !is_running(pid),
+        "the hung evaluator child {pid} is still there"
+    );
+    for other in (1..=8).filter(|c| *c != 5) {
+        assert_eq!(
+            evaluated(&records, other)[0]["outcome"],
+            "verified",
+            "candidate {other}"
+        );
+    }
+    assert_eq!(
+        none_left_within(run.root(), Duration::from_secs(5)).len(),
+        0
+    );
+    assert!(allocation.no_steps_within(Duration::from_secs(10)));
+}
+
+/// Issue 14: an agent that stops answering (SIGSTOP: alive, deaf) is cancelled through
+/// scancel, TERM then KILL; its node's devices fail what they had as lost, and the run goes
+/// on with the other node.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn an_agent_that_stops_answering_is_cancelled_through_scancel() {
+    let allocation = Allocation::new(2, 4);
+    let mut candidates = passing(16);
+    // Candidate i runs on device i mod 8: node 2's in the first round are 4 to 7, and they
+    // take long enough to be caught in the act.
+    for (index, multiplier) in [(3, 4), (4, 5), (5, 6), (6, 7)] {
+        candidates[index] = candidate(&format!("{multiplier:02}.py"), "pass sleep_s=2", multiplier);
+    }
+    let run = SlurmRun::new(
+        &candidates,
+        "test_timeout_s: 30\nagent_timeout_s: 2\nmax_rounds: 2\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+    );
+    let mut kactors = run.spawn(&allocation.job);
+    run.wait_for_record(Duration::from_secs(60), |r| {
+        r["type"] == "step_started" && r["candidate"] == 5
+    });
+    let agent = agent_of(run.root(), "n2");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.pid),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .unwrap();
+    let status = wait_with_limit(&mut kactors, Duration::from_secs(120));
+    assert_eq!(status.code(), Some(0), "{}", run.stderr());
+    let run_dir = &run.runs()[0];
+    let records = journal(run_dir);
+    let step = &steps_by_node(&records)["n2"];
+    let log = std::fs::read_to_string(run_dir.join("kactors.log")).unwrap();
+    for signal in ["TERM", "KILL"] {
+        assert!(
+            log.contains(&format!("scancel --signal={signal} {step}")),
+            "{signal} not sent to {step}:\n{log}"
+        );
+    }
+    assert!(
+        gone_within(agent.pid, Duration::from_secs(5)),
+        "the stopped agent {} is still there: {:?}",
+        agent.pid,
+        std::fs::read_to_string(format!("/proc/{}/status", agent.pid))
+    );
+    let lost = evaluated(&records, 5)[0]["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        lost.contains("device lost: the agent of node n2 stopped answering")
+            && lost.contains(&format!("its step {step} was cancelled with scancel")),
+        "{lost}"
+    );
+    for on_node_1 in [1, 2, 3, 8] {
+        assert_eq!(
+            evaluated(&records, on_node_1)[0]["outcome"],
+            "verified",
+            "candidate {on_node_1} ran on node 1"
+        );
+    }
+    assert!(
+        !allocation.steps().iter().any(|(id, _)| id == step),
+        "{:?}",
+        allocation.steps()
+    );
+    assert_eq!(
+        none_left_within(run.root(), Duration::from_secs(10)).len(),
+        0
+    );
+}
+
+/// Issue 14: SIGKILL of kactors leaves no step in the allocation and no process of the run on
+/// either node: srun dies with kactors (its parent-death signal), Slurm then cancels the step,
+/// and the agents' children die with the agents.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn sigkill_of_kactors_leaves_no_step_and_no_process_on_either_node() {
+    let allocation = Allocation::new(2, 4);
+    let candidates: Vec<(String, String)> = (1..=16)
+        .map(|i| candidate(&format!("{i:02}.py"), "pass sleep_s=1", i))
+        .collect();
+    let run = SlurmRun::new(
+        &candidates,
+        "test_timeout_s: 30\nmax_rounds: 2\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+    );
+    let mut kactors = run.spawn(&allocation.job);
+    for device in [1, 5] {
+        run.wait_for_record(Duration::from_secs(60), |r| {
+            r["type"] == "evaluator_started" && r["device"] == device
+        });
+    }
+    assert_eq!(allocation.steps().len(), 2, "one agent step per node");
+    assert!(!processes_of_both_nodes(run.root()).is_empty());
+    kactors.kill().unwrap();
+    kactors.wait().unwrap();
+    assert!(
+        allocation.no_steps_within(Duration::from_secs(5)),
+        "steps left: {:?}",
+        allocation.steps()
+    );
+    let left = none_left_within(run.root(), Duration::from_secs(5));
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn processes_of_both_nodes(dir: &std::path::Path) -> Vec<support::slurm_run::Process> {
+    let _ = (agent_of(dir, "n1"), agent_of(dir, "n2"));
+    support::slurm_run::processes_mentioning(dir)
+}
+
+/// Issue 14: a node that dies mid-run (its slurmstepd and every process of its step killed)
+/// costs only the candidates it had in flight; the other node's go on, and the run ends.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn a_node_killed_mid_run_costs_only_its_in_flight_candidates() {
+    let allocation = Allocation::new(2, 4);
+    // Candidate i runs on device i mod 8: 4 to 7 on node 2, and they take long; 1 to 3 and 8
+    // on node 1 pass at once.
+    let candidates: Vec<(String, String)> = (1..=8)
+        .map(|i| {
+            let marker = if ON_NODE_2.contains(&i) {
+                "pass sleep_s=20"
+            } else {
+                "pass"
+            };
+            candidate(
+                &format!("{i:02}.py"),
+                &format!("{marker} time_ms=1.{i}"),
+                i as usize,
+            )
+        })
+        .collect();
+    let run = SlurmRun::new(
+        &candidates,
+        &format!("test_timeout_s: 60\nagent_timeout_s: 2\n{ONE_ROUND_OF_EIGHT}"),
+    );
+    let mut kactors = run.spawn(&allocation.job);
+    for candidate in ON_NODE_2 {
+        run.wait_for_record(Duration::from_secs(60), |r| {
+            r["type"] == "step_started" && r["candidate"] == candidate
+        });
+    }
+    let records = journal(&run.runs()[0]);
+    let step = steps_by_node(&records)["n2"].clone();
+    kill_step_on_its_node(&step);
+    let status = wait_with_limit(&mut kactors, Duration::from_secs(120));
+    assert_eq!(status.code(), Some(0), "{}", run.stderr());
+    let records = journal(&run.runs()[0]);
+    for lost in ON_NODE_2 {
+        let first = evaluated(&records, lost)[0];
+        let reason = first["reason"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{first}"));
+        assert!(
+            reason.contains("device lost: the agent of node n2"),
+            "candidate {lost}: {reason}"
+        );
+    }
+    for kept in [1, 2, 3, 8] {
+        let attempts = evaluated(&records, kept);
+        assert_eq!(attempts.len(), 1, "candidate {kept} ran once");
+        assert_eq!(attempts[0]["outcome"], "verified", "candidate {kept}");
+    }
+    assert_eq!(
+        none_left_within(run.root(), Duration::from_secs(10)).len(),
+        0
+    );
+}
+
+/// Issue 14 with issue 13's device retirement: the candidates a dead node had in flight run
+/// again on a live device, and pass there.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn the_candidates_a_dead_node_had_in_flight_run_again_on_the_live_node() {
+    let allocation = Allocation::new(2, 4);
+    let candidates: Vec<(String, String)> = (1..=8)
+        .map(|i| {
+            let marker = if ON_NODE_2.contains(&i) {
+                "pass sleep_s=5"
+            } else {
+                "pass"
+            };
+            candidate(
+                &format!("{i:02}.py"),
+                &format!("{marker} time_ms=1.{i}"),
+                i as usize,
+            )
+        })
+        .collect();
+    let run = SlurmRun::new(
+        &candidates,
+        &format!("test_timeout_s: 60\nagent_timeout_s: 2\n{ONE_ROUND_OF_EIGHT}"),
+    );
+    let mut kactors = run.spawn(&allocation.job);
+    for candidate in ON_NODE_2 {
+        run.wait_for_record(Duration::from_secs(60), |r| {
+            r["type"] == "step_started" && r["candidate"] == candidate
+        });
+    }
+    let records = journal(&run.runs()[0]);
+    kill_step_on_its_node(&steps_by_node(&records)["n2"]);
+    let status = wait_with_limit(&mut kactors, Duration::from_secs(180));
+    assert_eq!(status.code(), Some(0), "{}", run.stderr());
+    let records = journal(&run.runs()[0]);
+    let table = device_table(&records);
+    for lost in ON_NODE_2 {
+        let attempts = evaluated(&records, lost);
+        let last = attempts.last().unwrap();
+        assert_eq!(
+            last["outcome"], "verified",
+            "candidate {lost}: {attempts:?}"
+        );
+        let device = last["device"].as_u64().unwrap();
+        assert!(
+            table[&device].starts_with("n1:"),
+            "candidate {lost} ran again on {}",
+            table[&device]
+        );
+    }
+}
+
+/// Issue 14: a run killed outright is resumed in the same allocation (`kactors resume`, issue
+/// 13): the dead run's steps are cancelled and the search continues on both nodes.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn a_resume_in_the_same_allocation_continues_on_both_nodes() {
+    let allocation = Allocation::new(2, 4);
+    let candidates: Vec<(String, String)> = (1..=24)
+        .map(|i| {
+            candidate(
+                &format!("{i:02}.py"),
+                &format!("pass sleep_s=1 time_ms=1.{i:02}"),
+                i,
+            )
+        })
+        .collect();
+    let run = SlurmRun::new(
+        &candidates,
+        "test_timeout_s: 30\nmax_rounds: 3\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+    );
+    let mut kactors = run.spawn(&allocation.job);
+    run.wait_for_record(Duration::from_secs(60), |r| {
+        r["type"] == "evaluated" && r["candidate"] == 3
+    });
+    kactors.kill().unwrap();
+    kactors.wait().unwrap();
+    let run_dir = run.runs()[0].clone();
+    let before = journal(&run_dir).len();
+    let output = run
+        .kactors(&allocation.job)
+        .arg("resume")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let records = journal(&run_dir);
+    let table = device_table(&records);
+    let nodes_after: BTreeSet<String> = records[before..]
+        .iter()
+        .filter(|r| r["type"] == "evaluated")
+        .map(|r| {
+            table[&r["device"].as_u64().unwrap()]
+                .split(':')
+                .next()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        nodes_after,
+        BTreeSet::from(["n1".to_string(), "n2".to_string()])
+    );
+    assert!(allocation.no_steps_within(Duration::from_secs(10)));
+}
+
+/// Issue 14: two runs in one allocation never share a GPU: the agents take the per-GPU locks
+/// of their node, and the second run gets the GPUs the first does not use.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn two_runs_in_one_allocation_never_share_a_gpu() {
+    let allocation = Allocation::new(2, 4);
+    let slow: Vec<(String, String)> = (1..=8)
+        .map(|i| candidate(&format!("{i:02}.py"), "pass sleep_s=3", i))
+        .collect();
+    // The first run uses four workers: node 1's GPUs; node 2's are freed when it starts.
+    let first = SlurmRun::new(
+        &slow,
+        &format!("test_timeout_s: 30\nnum_workers: 4\n{ONE_ROUND_OF_EIGHT}"),
+    );
+    let mut first_run = first.spawn(&allocation.job);
+    first.wait_for_record(Duration::from_secs(60), |r| {
+        r["type"] == "evaluator_started"
+    });
+    let second = SlurmRun::new(
+        &passing(8),
+        &format!("test_timeout_s: 30\n{ONE_ROUND_OF_EIGHT}"),
+    );
+    // Both runs' nodes share this machine's lock folder, as runs on one node do.
+    let locks = first.root().join("locks");
+    let output = second
+        .command(&allocation.job, "run")
+        .env("KACTORS_LOCK_DIR", &locks)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("node n1:"), "{stderr}");
+    let status = wait_with_limit(&mut first_run, Duration::from_secs(120));
+    assert_eq!(status.code(), Some(0), "{}", first.stderr());
+    let uuids = |run: &SlurmRun| -> BTreeSet<String> {
+        journal(&run.runs()[0])[0]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| row["uuid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (first_gpus, second_gpus) = (uuids(&first), uuids(&second));
+    assert_eq!(first_gpus.len(), 4);
+    assert_eq!(second_gpus.len(), 4);
+    assert!(
+        first_gpus.is_disjoint(&second_gpus),
+        "{first_gpus:?} {second_gpus:?}"
+    );
+    assert!(
+        second_gpus.iter().all(|uuid| uuid.starts_with("GPU-n2-")),
+        "{second_gpus:?}"
+    );
 }

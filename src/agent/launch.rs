@@ -15,7 +15,7 @@ use actors::journal::DeviceDescription;
 use actors::model::DeviceId;
 use actors::ports::{EvaluatorFactory, KernelProfiler};
 
-use super::link::{AgentLink, LinkSettings};
+use super::link::{AgentLink, LinkSettings, NotLaunched};
 use super::remote::{RemoteDevices, RemoteEvaluatorFactory, RemoteProfiler};
 use super::wire::{AgentRequest, Assignment, Hello};
 use crate::check::CheckLine;
@@ -59,8 +59,8 @@ pub struct Agents {
 }
 
 /// Starts every node's agent at once and waits for each hello. Answers the agents that said
-/// hello and the reasons of those that did not (each naming its node); the caller decides.
-pub async fn launch_agents(plan: &AgentsPlan) -> (Agents, Vec<String>) {
+/// hello and why the others did not (each naming its node); the caller decides.
+pub async fn launch_agents(plan: &AgentsPlan) -> (Agents, Vec<NotLaunched>) {
     let launches = plan
         .allocation
         .nodes
@@ -99,7 +99,7 @@ pub async fn launch_agents(plan: &AgentsPlan) -> (Agents, Vec<String>) {
     for launched in futures_util::future::join_all(launches).await {
         match launched {
             Ok((link, hello)) => agents.nodes.push(NodeAgentHandle { link, hello }),
-            Err(reason) => failures.push(reason),
+            Err(failure) => failures.push(failure),
         }
     }
     (agents, failures)

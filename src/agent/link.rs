@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -27,6 +27,7 @@ pub struct LinkSettings {
     /// Slurm's scancel.
     pub scancel: PathBuf,
     /// srun's stderr, which carries the agent's own log; scancel's output goes beside it.
+    /// Read only until the agent says hello: the link keeps where it is since.
     pub log: PathBuf,
     /// How long the agent may stay silent before its step is cancelled.
     pub timeout: Duration,
@@ -61,11 +62,21 @@ pub struct AgentLink {
     /// `JOB.STEP`.
     pub step: String,
     settings: LinkSettings,
+    /// srun's log, where it is now: it moves into the run directory once that exists.
+    log: RefCell<PathBuf>,
     state: RefCell<LinkState>,
 }
 
+/// Why an agent did not say hello.
+#[derive(Debug)]
+pub struct NotLaunched {
+    pub reason: String,
+    /// Every GPU of its node is held by another kactors run.
+    pub busy: bool,
+}
+
 /// How a launched agent answered: its hello, or why there is none.
-pub type Launched = Result<(Rc<AgentLink>, Hello), String>;
+pub type Launched = Result<(Rc<AgentLink>, Hello), NotLaunched>;
 
 impl AgentLink {
     /// Starts `srun` as `spec` says (its protocol on stdin and stdout) and waits up to
@@ -77,7 +88,11 @@ impl AgentLink {
         settings: LinkSettings,
         start_limit: Duration,
     ) -> Launched {
-        let mut child = spawn(spec).map_err(|error| format!("node {node}: {error}"))?;
+        let failed = |reason: String| NotLaunched {
+            reason,
+            busy: false,
+        };
+        let mut child = spawn(spec).map_err(|error| failed(format!("node {node}: {error}")))?;
         let ProtocolPipes {
             requests,
             mut replies,
@@ -89,25 +104,27 @@ impl AgentLink {
             line = replies.recv_line() => line.ok().flatten(),
             _ = child.wait() => None,
             () = tokio::time::sleep(start_limit) => {
-                return Err(format!(
+                return Err(failed(format!(
                     "node {node}: the agent did not say hello within {start_limit:?} (is the step waiting for resources? see {})",
                     settings.log.display()
-                ));
+                )));
             }
         };
         let hello = match first.as_deref().map(serde_json::from_str::<AgentMessage>) {
             Some(Ok(AgentMessage::Hello(hello))) => hello,
-            Some(Ok(AgentMessage::Refused { reason })) => return Err(reason),
+            Some(Ok(AgentMessage::Refused { reason, busy })) => {
+                return Err(NotLaunched { reason, busy });
+            }
             Some(Ok(other)) => {
-                return Err(format!(
+                return Err(failed(format!(
                     "node {node}: the agent's first line is not its hello: {other:?}"
-                ));
+                )));
             }
             Some(Err(error)) => {
-                return Err(format!(
+                return Err(failed(format!(
                     "node {node}: the agent's first line is not JSON ({error}); see {}",
                     settings.log.display()
-                ));
+                )));
             }
             None => {
                 let status = tokio::time::timeout(Duration::from_secs(1), child.wait())
@@ -117,17 +134,18 @@ impl AgentLink {
                     .map(|status| format!(" ({status})"))
                     .unwrap_or_default();
                 let tail = log_tail(&settings.log).await.unwrap_or_default();
-                return Err(format!(
+                return Err(failed(format!(
                     "node {node}: srun ended before the agent said hello{status}; the end of {}:\n{}",
                     settings.log.display(),
                     tail.join("\n")
-                ));
+                )));
             }
         };
         let (outgoing, lines) = mpsc::unbounded_channel();
         let link = Rc::new(AgentLink {
             node: node.to_string(),
             step: hello.step.clone(),
+            log: RefCell::new(settings.log.clone()),
             settings,
             state: RefCell::new(LinkState {
                 pending: HashMap::new(),
@@ -142,6 +160,18 @@ impl AgentLink {
         tokio::task::spawn_local(write_lines(requests, lines));
         tokio::task::spawn_local(read_messages(link.clone(), replies));
         Ok((link, hello))
+    }
+
+    /// srun's log was moved into `folder` (under the same name).
+    pub fn log_moved_to(&self, folder: &Path) {
+        let mut log = self.log.borrow_mut();
+        if let Some(name) = log.file_name() {
+            *log = folder.join(name);
+        }
+    }
+
+    fn log(&self) -> PathBuf {
+        self.log.borrow().clone()
     }
 
     /// Why the link is gone, if it is.
@@ -252,7 +282,7 @@ impl AgentLink {
     /// `scancel --signal=TERM` on the step, the grace for srun to end, then `--signal=KILL`;
     /// srun's own group goes last (Slurm cancels a step whose srun is killed, too).
     async fn cancel_step(&self, srun: &mut RunningChild) {
-        let log = self.settings.log.with_extension("scancel.log");
+        let log = self.log().with_extension("scancel.log");
         for (signal, wait) in [
             ("TERM", self.settings.grace),
             ("KILL", Duration::from_secs(5)),
@@ -345,13 +375,14 @@ async fn read_messages(link: Rc<AgentLink>, mut replies: ReplyReader) {
         }
         None => String::new(),
     };
-    let tail = log_tail(&link.settings.log).await.unwrap_or_default();
+    let log = link.log();
+    let tail = log_tail(&log).await.unwrap_or_default();
     let why = ended.map(|why| format!(": {why}")).unwrap_or_default();
     link.lose(format!(
         "the agent of node {} ended (step {}{status}){why}; the end of {}:\n{}",
         link.node,
         link.step,
-        link.settings.log.display(),
+        log.display(),
         tail.join("\n")
     ));
 }

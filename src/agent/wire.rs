@@ -185,9 +185,12 @@ pub fn duration(field: &str, seconds: f64) -> Result<Duration, String> {
 pub enum AgentMessage {
     Hello(Hello),
     /// The agent cannot serve (its configuration does not load, no device is visible there):
-    /// why, and it exits.
+    /// why, and it exits. `busy`: every GPU of the node is held by another kactors run, so
+    /// the run may go on without this node.
     Refused {
         reason: String,
+        #[serde(default)]
+        busy: bool,
     },
     Reply {
         id: u64,

@@ -15,7 +15,7 @@ use crate::cli::AgentArgs;
 use crate::config::CliOverrides;
 use crate::devices::{DeviceSelection, HostEnvironment, select_devices};
 use crate::exit;
-use crate::gpus::{device_request, lock_or_wait};
+use crate::gpus::{RunDevicesError, device_request, lock_or_wait};
 use crate::vendor::Platform;
 
 use super::settings::load_strategy;
@@ -24,9 +24,9 @@ pub(super) fn agent(args: AgentArgs) -> i32 {
     init_logging();
     let (outbox, writer) = Outbox::start();
     let code = match prepare(&args) {
-        Err(reason) => {
+        Err(Refusal { reason, busy }) => {
             tracing::error!("refused: {reason}");
-            outbox.send(&AgentMessage::Refused { reason });
+            outbox.send(&AgentMessage::Refused { reason, busy });
             exit::USAGE
         }
         Ok((agent, hello)) => {
@@ -57,8 +57,23 @@ fn init_logging() {
         .try_init();
 }
 
+/// Why the agent cannot serve; `busy` when another run holds every GPU of the node.
+struct Refusal {
+    reason: String,
+    busy: bool,
+}
+
+impl From<String> for Refusal {
+    fn from(reason: String) -> Self {
+        Refusal {
+            reason,
+            busy: false,
+        }
+    }
+}
+
 /// The agent ready to serve (none with `--list`) and its hello.
-fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), String> {
+fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), Refusal> {
     let overrides = CliOverrides {
         python: args.python.clone(),
         ..CliOverrides::default()
@@ -71,7 +86,9 @@ fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), String> {
     let selection = select_devices(&device_request(&settings, None), &host)
         .map_err(|error| format!("node {}: {error}", identity.node))?;
     let Platform::Vendor(vendor) = selection.platform else {
-        return Err("the noop platform runs nothing on a node: use launcher: local".into());
+        return Err(Refusal::from(
+            "the noop platform runs nothing on a node: use launcher: local".to_string(),
+        ));
     };
     let mut notes = selection.warnings.clone();
     let indices = slurm_indices(&selection.devices, host.var("SLURM_STEP_GPUS"));
@@ -88,8 +105,11 @@ fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), String> {
             .collect();
         return Ok((None, hello(&identity, vendor, &devices, notes, &[])));
     }
-    let locked = lock_or_wait(&settings, &selection.devices, &mut notes)
-        .map_err(|error| format!("node {}: {error}", identity.node))?;
+    let locked =
+        lock_or_wait(&settings, &selection.devices, &mut notes).map_err(|error| Refusal {
+            busy: matches!(error, RunDevicesError::AllLocked { .. }),
+            reason: format!("node {}: {error}", identity.node),
+        })?;
     let devices: Vec<HeldDevice> = locked
         .into_iter()
         .map(|locked| HeldDevice {

@@ -226,12 +226,19 @@ impl Launch {
             }
             Launch::Slurm(mut slurm) => {
                 let agents_folder = run_root.join("agents");
-                if let Err(error) = std::fs::rename(&slurm.scratch.path, &agents_folder) {
-                    slurm.scratch.keep = true;
-                    tracing::warn!(
-                        "the agents' logs stay in {} ({error})",
-                        slurm.scratch.path.display()
-                    );
+                match std::fs::rename(&slurm.scratch.path, &agents_folder) {
+                    Ok(()) => {
+                        for node in &slurm.agents.nodes {
+                            node.link.log_moved_to(&agents_folder);
+                        }
+                    }
+                    Err(error) => {
+                        slurm.scratch.keep = true;
+                        tracing::warn!(
+                            "the agents' logs stay in {} ({error})",
+                            slurm.scratch.path.display()
+                        );
+                    }
                 }
                 let prepared = Tools::write(run_root).and_then(|_| {
                     slurm.table.rows.iter().try_for_each(|row| {
@@ -354,11 +361,27 @@ impl SlurmLaunch {
             system.block_on(agents.close());
             Err(CommandError::Environment(message))
         };
-        if !failures.is_empty() {
+        let (busy, failed): (Vec<_>, Vec<_>) =
+            failures.into_iter().partition(|failure| failure.busy);
+        if !failed.is_empty() {
+            let reasons: Vec<String> = failed.into_iter().map(|failure| failure.reason).collect();
             return refuse(format!(
                 "the node agents could not start on every node of job {}: {}",
                 plan.allocation.job_id,
-                failures.join("; ")
+                reasons.join("; ")
+            ));
+        }
+        // A node whose GPUs another run holds is left out, as a busy GPU is on one node.
+        for failure in &busy {
+            console::err(format_args!(
+                "kactors: {}; the run goes on without it",
+                failure.reason
+            ));
+        }
+        if agents.nodes.is_empty() {
+            return refuse(format!(
+                "every GPU of job {} is in use by other kactors runs",
+                plan.allocation.job_id
             ));
         }
         let hellos: Vec<&Hello> = agents.nodes.iter().map(|node| &node.hello).collect();

@@ -197,8 +197,8 @@ pub struct ReportArgs {
 pub struct AgentArgs {
     #[arg(long, value_name = "NAME")]
     pub strategy: String,
-    #[arg(long, value_name = "DIR")]
-    pub kernel_dir: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "list")]
+    pub kernel_dir: Option<PathBuf>,
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
     #[command(flatten)]

@@ -74,7 +74,19 @@ impl Node {
 
     fn run(&self) -> (std::process::Output, PathBuf) {
         let root = self.dir.path();
-        let output = Command::new(env!("CARGO_BIN_EXE_kactors"))
+        let output = self.command().output().unwrap();
+        let runs: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        (output, runs[0].clone())
+    }
+
+    /// `kactors run` of the stand-in strategy, with the fake tools first on PATH.
+    fn command(&self) -> Command {
+        let root = self.dir.path();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
+        command
             .current_dir(root)
             .args([
                 "run",
@@ -93,14 +105,8 @@ impl Node {
             )
             .env("KACTORS_LOCK_DIR", root.join("locks"))
             .env("ANTHROPIC_API_KEY", "sk-ant-never-in-a-child")
-            .env_remove("CUDA_VISIBLE_DEVICES")
-            .output()
-            .unwrap();
-        let runs: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        (output, runs[0].clone())
+            .env_remove("CUDA_VISIBLE_DEVICES");
+        command
     }
 }
 
@@ -459,4 +465,51 @@ fn a_kernel_directory_without_candidates_ends_after_the_initial_kernel() {
         (Some("run_finished"), Some("completed"))
     );
     assert_eq!(last["best_candidate"], 0);
+}
+
+/// Issue 14: kactors killed outright (SIGKILL: no handler runs, no group is ended) leaves no
+/// evaluator behind: every child dies with its parent (PR_SET_PDEATHSIG).
+#[test]
+fn sigkill_of_kactors_leaves_no_evaluator_behind() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(pidfile.path(), "").unwrap();
+    let node = Node::new(&[(
+        "01_hang.py",
+        &format!(
+            "# standin: hang pidfile={}\ndef kernel_function(x):\n    return x + 1\n",
+            pidfile.path().display()
+        ),
+    )])
+    .on_one_device();
+    let mut kactors = node
+        .command()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let hung: i32 = loop {
+        if let Ok(pid) = std::fs::read_to_string(pidfile.path())
+            .unwrap()
+            .trim()
+            .parse()
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the candidate never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    kactors.kill().unwrap();
+    kactors.wait().unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while is_running(hung) {
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the evaluator child {hung} outlived kactors"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

@@ -557,3 +557,58 @@ fn two_runs_in_one_allocation_never_share_a_gpu() {
         "{second_gpus:?}"
     );
 }
+
+/// Issue 14: `kactors devices --json` under launcher slurm lists each device of the
+/// allocation with its node, as a run would number them; nothing is left running.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn kactors_devices_lists_each_device_of_the_allocation_with_its_node() {
+    let allocation = Allocation::new(2, 2);
+    let run = SlurmRun::new(&[], "test_timeout_s: 5\n");
+    let output = run
+        .command(&allocation.job, "devices")
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["vendor"], "nvidia");
+    let devices: Vec<(u64, String, String)> = report["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|device| {
+            (
+                device["id"].as_u64().unwrap(),
+                device["node"].as_str().unwrap().to_string(),
+                device["uuid"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            (
+                0,
+                "n1:0".into(),
+                "GPU-n1-0000-0000-0000-000000000000".into()
+            ),
+            (
+                1,
+                "n1:1".into(),
+                "GPU-n1-0000-0000-0000-000000000001".into()
+            ),
+            (
+                2,
+                "n2:0".into(),
+                "GPU-n2-0000-0000-0000-000000000000".into()
+            ),
+            (
+                3,
+                "n2:1".into(),
+                "GPU-n2-0000-0000-0000-000000000001".into()
+            ),
+        ]
+    );
+    assert!(allocation.no_steps_within(Duration::from_secs(10)));
+}

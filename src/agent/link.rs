@@ -420,3 +420,161 @@ async fn heartbeat(link: Rc<AgentLink>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::agent::wire::WireOutcome;
+    use crate::process::{Protocol, child_environment};
+
+    const HELLO: &str = r#"{"type":"hello","node":"n2","host":"h2","step":"7.3","pid":1,"vendor":"nvidia","devices":[],"notes":[],"preflight":[]}"#;
+
+    fn script(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{text}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    /// A fake agent started as srun would be, and a fake scancel that records its arguments
+    /// and, given KILL, kills the agent.
+    fn fakes(dir: &Path, agent: &str) -> (ChildSpec, LinkSettings) {
+        let agent = script(
+            dir,
+            "agent",
+            &format!("echo $$ > {}/agent.pid\n{agent}", dir.display()),
+        );
+        let scancel = script(
+            dir,
+            "scancel",
+            &format!(
+                "echo \"$@\" >> {dir}/scancel.args\ncase \"$1\" in --signal=KILL) kill -9 $(cat {dir}/agent.pid);; esac\n",
+                dir = dir.display()
+            ),
+        );
+        let spec = ChildSpec {
+            program: agent,
+            args: Vec::new(),
+            cwd: dir.to_path_buf(),
+            env: child_environment(std::env::vars_os(), &BTreeMap::new(), &[]),
+            log_path: dir.join("n2.log"),
+            protocol: Protocol::Stdio,
+            label: "node agent of n2".into(),
+        };
+        let settings = LinkSettings {
+            scancel,
+            log: dir.join("n2.log"),
+            timeout: Duration::from_millis(300),
+            grace: Duration::from_millis(100),
+        };
+        (spec, settings)
+    }
+
+    fn ping(id: u64) -> AgentRequest {
+        AgentRequest::Ping { id }
+    }
+
+    /// Issue 14: an agent that stops answering is cancelled through Slurm, TERM then KILL on
+    /// its step, and what waited on it fails saying so.
+    #[test]
+    fn an_agent_silent_past_its_timeout_is_cancelled_with_scancel_term_then_kill() {
+        let dir = tempfile::tempdir().unwrap();
+        // Says hello, then never answers, and outlives its stdin; TERM is ignored, as a hung
+        // process does not act on it. Only KILL ends it.
+        let (spec, settings) = fakes(
+            dir.path(),
+            &format!(
+                "trap '' TERM\necho '{HELLO}'\nwhile read line; do :; done\nexec sleep 1000\n"
+            ),
+        );
+        actix::System::new().block_on(async {
+            let (link, hello) = AgentLink::launch("n2", &spec, settings, Duration::from_secs(10))
+                .await
+                .unwrap();
+            assert_eq!(hello.step, "7.3");
+            link.start_heartbeat();
+            let started = Instant::now();
+            let error = link.call(ping).await.unwrap_err();
+            assert!(
+                error.starts_with("the agent of node n2 stopped answering (nothing for 300ms); its step 7.3 was cancelled with scancel"),
+                "{error}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(5));
+            // Later calls fail at once, as lost.
+            assert_eq!(link.call(ping).await.unwrap_err(), error);
+            // The cancel goes on after the link is lost: wait for srun's end.
+            let args_file = dir.path().join("scancel.args");
+            while !std::fs::read_to_string(&args_file)
+                .unwrap_or_default()
+                .contains("KILL")
+            {
+                assert!(started.elapsed() < Duration::from_secs(20), "no KILL sent");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(
+                std::fs::read_to_string(&args_file).unwrap(),
+                "--signal=TERM 7.3\n--signal=KILL 7.3\n"
+            );
+        });
+    }
+
+    /// An agent whose step ends (srun exits: the node went down, the agent died) loses its
+    /// link: what waited fails, naming the node and the end of its log.
+    #[test]
+    fn an_agent_whose_step_ends_fails_what_waits_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let (spec, settings) = fakes(
+            dir.path(),
+            &format!("echo '{HELLO}'\nread line\necho 'node failure' >&2\nexit 1\n"),
+        );
+        actix::System::new().block_on(async {
+            let (link, _) = AgentLink::launch("n2", &spec, settings, Duration::from_secs(10))
+                .await
+                .unwrap();
+            let error = link.call(ping).await.unwrap_err();
+            assert!(
+                error.starts_with("the agent of node n2 ended (step 7.3, srun exit status: 1)"),
+                "{error}"
+            );
+            assert!(error.ends_with("node failure"), "{error}");
+            assert!(
+                !dir.path().join("scancel.args").exists(),
+                "nothing left to cancel"
+            );
+        });
+    }
+
+    /// A reply reaches the request of its id, whatever the order the agent answers in.
+    #[test]
+    fn replies_reach_their_requests_by_id() {
+        let dir = tempfile::tempdir().unwrap();
+        // Answers two requests in the reverse order, echoing each id.
+        let reply = |id: &str| {
+            format!(r#"echo '{{"type":"reply","id":'{id}',"outcome":{{"kind":"stopped"}}}}'"#)
+        };
+        let agent = format!(
+            "echo '{HELLO}'\nread first\nread second\nid() {{ echo \"$1\" | sed 's/.*\"id\":\\([0-9]*\\).*/\\1/'; }}\n{}\n{}\nread rest\n",
+            reply("$(id \"$second\")"),
+            reply("$(id \"$first\")")
+        );
+        let (spec, settings) = fakes(dir.path(), &agent);
+        actix::System::new().block_on(async {
+            let (link, _) = AgentLink::launch("n2", &spec, settings, Duration::from_secs(10))
+                .await
+                .unwrap();
+            let stop = |device| {
+                move |id| AgentRequest::StopDevice {
+                    id,
+                    device: actors::model::DeviceId(device),
+                }
+            };
+            let (first, second) = tokio::join!(link.call(stop(0)), link.call(stop(1)));
+            assert_eq!(first.unwrap().outcome, WireOutcome::Stopped);
+            assert_eq!(second.unwrap().outcome, WireOutcome::Stopped);
+            link.close().await;
+        });
+    }
+}

@@ -414,11 +414,16 @@ impl Serving {
     /// Abandons what the devices are doing, ends their evaluators, removes the node-local
     /// caches, and frees the GPUs.
     async fn end(&mut self) {
-        for (_, handle) in std::mem::take(&mut self.devices) {
+        let handles = std::mem::take(&mut self.devices);
+        for handle in handles.values() {
             handle.abort.notify_waiters();
-            drop(handle.queue);
-            let _ = handle.done.await;
         }
+        // Every device's evaluator ends at once: each may take the grace.
+        futures_util::future::join_all(handles.into_values().map(|handle| {
+            drop(handle.queue);
+            handle.done
+        }))
+        .await;
         let _ = std::fs::remove_dir_all(&self.cache_root);
         self.agent.devices.clear();
     }

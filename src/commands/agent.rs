@@ -123,8 +123,11 @@ fn prepare(args: &AgentArgs) -> Result<(Option<NodeAgent>, Hello), Refusal> {
         devices: devices.iter().map(|held| held.device.clone()).collect(),
         warnings: Vec::new(),
     };
-    let kernel_dir =
-        std::path::absolute(&args.kernel_dir).unwrap_or_else(|_| args.kernel_dir.clone());
+    let kernel_dir = args
+        .kernel_dir
+        .as_deref()
+        .map(|dir| std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()))
+        .ok_or_else(|| Refusal::from("--kernel-dir is required to serve a run".to_string()))?;
     let mut lines: Vec<CheckLine> = Vec::new();
     if let (Some(file), Some(token)) = (&args.check_file, &args.check_token) {
         lines.push(shared_folder_line(&identity.node, file, token));

@@ -282,9 +282,7 @@ impl SlurmLaunch {
         let environment =
             |error: &dyn std::fmt::Display| CommandError::Environment(error.to_string());
         let allocation = Allocation::discover(host).map_err(|error| environment(&error))?;
-        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .map(|name| name.trim().to_string())
-            .unwrap_or_else(|_| "localhost".into());
+        let hostname = this_host();
         match cancel_orphaned_steps(host, &allocation.job_id, &hostname) {
             Ok(cancelled) if !cancelled.is_empty() => console::err(format_args!(
                 "kactors: cancelled the node agents' steps {} that a kactors run which is gone left in job {}",
@@ -315,46 +313,16 @@ impl SlurmLaunch {
         );
         let check_file = scratch.path.join("shared-folder-check");
         std::fs::write(&check_file, &token).map_err(|error| environment(&error))?;
-        let program = std::env::current_exe().map_err(|error| {
-            CommandError::Environment(format!("cannot find this kactors binary: {error}"))
-        })?;
-        let mut agent_args: Vec<OsString> = vec![
-            "agent".into(),
-            "--strategy".into(),
-            inputs.strategy.into(),
+        let mut agent_args = inputs.agent_args();
+        agent_args.extend([
             "--kernel-dir".into(),
             kernel_root.as_os_str().to_os_string(),
             "--check-file".into(),
             check_file.as_os_str().to_os_string(),
             "--check-token".into(),
             token.into(),
-        ];
-        if let Some(dir) = inputs.config_dir {
-            agent_args.extend([
-                "--config-dir".into(),
-                std::path::absolute(dir)
-                    .unwrap_or_else(|_| dir.to_path_buf())
-                    .into(),
-            ]);
-        }
-        if let Some(python) = inputs.python {
-            agent_args.extend(["--python".into(), python.as_os_str().to_os_string()]);
-        }
-        let tool = |name| slurm_command(host, name).map_err(|error| environment(&error));
-        let plan = AgentsPlan {
-            allocation,
-            srun: tool("srun")?,
-            scancel: tool("scancel")?,
-            program,
-            agent_args,
-            step_name: StepOwner::this_process(&hostname).step_name(),
-            env: child_environment(std::env::vars_os(), &Default::default(), &[]),
-            cwd: std::env::current_dir().map_err(|error| environment(&error))?,
-            log_dir: scratch.path.clone(),
-            timeout: Duration::from_secs_f64(settings.agent_timeout_s),
-            grace: Duration::from_secs_f64(settings.kill_grace_s),
-            start_limit: AGENT_START_LIMIT,
-        };
+        ]);
+        let plan = agents_plan(settings, host, allocation, agent_args, scratch.path.clone())?;
         let (agents, failures) = system.block_on(launch_agents(&plan));
         let agents = Rc::new(agents);
         let refuse = |message: String| {
@@ -427,6 +395,92 @@ impl SlurmLaunch {
             scratch,
         })
     }
+}
+
+impl AgentInputs<'_> {
+    /// `agent --strategy NAME [--config-dir DIR] [--python PATH]`.
+    fn agent_args(&self) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec!["agent".into(), "--strategy".into(), self.strategy.into()];
+        if let Some(dir) = self.config_dir {
+            args.extend([
+                "--config-dir".into(),
+                std::path::absolute(dir)
+                    .unwrap_or_else(|_| dir.to_path_buf())
+                    .into(),
+            ]);
+        }
+        if let Some(python) = self.python {
+            args.extend(["--python".into(), python.as_os_str().to_os_string()]);
+        }
+        args
+    }
+}
+
+/// The host's own name, for the steps' names.
+fn this_host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+/// How the agents with `agent_args` are started on `allocation`'s nodes and watched.
+fn agents_plan(
+    settings: &RunSettings,
+    host: &HostEnvironment,
+    allocation: Allocation,
+    agent_args: Vec<OsString>,
+    log_dir: PathBuf,
+) -> Result<AgentsPlan, CommandError> {
+    let environment = |error: &dyn std::fmt::Display| CommandError::Environment(error.to_string());
+    let tool = |name| slurm_command(host, name).map_err(|error| environment(&error));
+    Ok(AgentsPlan {
+        allocation,
+        srun: tool("srun")?,
+        scancel: tool("scancel")?,
+        program: std::env::current_exe().map_err(|error| {
+            CommandError::Environment(format!("cannot find this kactors binary: {error}"))
+        })?,
+        agent_args,
+        step_name: StepOwner::this_process(&this_host()).step_name(),
+        env: child_environment(std::env::vars_os(), &Default::default(), &[]),
+        cwd: std::env::current_dir().map_err(|error| environment(&error))?,
+        log_dir,
+        timeout: Duration::from_secs_f64(settings.agent_timeout_s),
+        grace: Duration::from_secs_f64(settings.kill_grace_s),
+        start_limit: AGENT_START_LIMIT,
+    })
+}
+
+/// `kactors devices` on an allocation: every node's agent lists its devices (no lock, no
+/// check) and exits. Answers their hellos in node order.
+pub(super) fn list_on_allocation(
+    settings: &RunSettings,
+    inputs: &AgentInputs<'_>,
+    host: &HostEnvironment,
+) -> Result<Vec<Hello>, CommandError> {
+    let environment = |error: &dyn std::fmt::Display| CommandError::Environment(error.to_string());
+    let allocation = Allocation::discover(host).map_err(|error| environment(&error))?;
+    let logs = ScratchFolder {
+        path: std::env::temp_dir().join(format!("kactors-devices-{}", std::process::id())),
+        keep: false,
+    };
+    std::fs::create_dir_all(&logs.path).map_err(|error| environment(&error))?;
+    let mut agent_args = inputs.agent_args();
+    agent_args.push("--list".into());
+    let plan = agents_plan(settings, host, allocation, agent_args, logs.path.clone())?;
+    let system = actix::System::new();
+    let (agents, failures) = system.block_on(launch_agents(&plan));
+    system.block_on(agents.close());
+    if !failures.is_empty() {
+        let reasons: Vec<String> = failures.into_iter().map(|failure| failure.reason).collect();
+        return Err(CommandError::Environment(format!(
+            "the node agents could not list the devices of job {}: {}",
+            plan.allocation.job_id,
+            reasons.join("; ")
+        )));
+    }
+    Ok(agents.nodes.into_iter().map(|node| node.hello).collect())
 }
 
 /// `<run-dir parent>/.kactors-agents-<pid>-<nanos>/`: on the filesystem the run directory will

@@ -106,6 +106,7 @@ impl DeviceSelection {
                     name: device.name.clone(),
                     uuid: device.uuid().map(str::to_string),
                     spec: device.spec.map(|spec| spec.name.clone()),
+                    node: None,
                 })
                 .collect(),
             pins: self.pins(),
@@ -129,6 +130,10 @@ pub struct DeviceReport {
     pub uuid: Option<String>,
     /// The spec row's name.
     pub spec: Option<String>,
+    /// Under the Slurm launcher, where the device is: `node:index`, Slurm's node name and its
+    /// index of the GPU there (the `id` is then the run's number for it). Absent on one node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ mod environment;
 mod error;
 #[cfg(test)]
 mod fake_tools;
+#[cfg(test)]
+pub(crate) use fake_tools::fake_h200;
 mod lock;
 mod masks;
 mod nvidia;

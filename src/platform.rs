@@ -310,7 +310,7 @@ mod tests {
 
     use super::*;
     use crate::config::{CliOverrides, StrategyFile, StrategySource, parse_config, resolve};
-    use crate::devices::Device;
+    use crate::devices::{Device, fake_h200};
     use crate::profiling::standalone_watchdog;
 
     fn nvidia_settings() -> RunSettings {
@@ -326,18 +326,6 @@ mod tests {
             &CliOverrides::default(),
         )
         .unwrap()
-    }
-
-    fn h200(id: u32) -> Device {
-        Device {
-            id,
-            name: "NVIDIA H200".into(),
-            kind: DeviceKind::Nvidia {
-                uuid: format!("GPU-{id}"),
-                bus_id: format!("00000000:00:0{id}.0"),
-            },
-            spec: None,
-        }
     }
 
     /// The platform a run in `root` prepares for `devices` of `platform`.
@@ -359,7 +347,7 @@ mod tests {
         let prepared = prepared(
             temp.path(),
             Platform::Vendor(Vendor::Nvidia),
-            vec![h200(3), h200(1)],
+            vec![fake_h200(3), fake_h200(1)],
         );
         assert_eq!(prepared.devices(), [DeviceId(3), DeviceId(1)]);
         assert!(temp.path().join("devices/3").is_dir());
@@ -404,7 +392,11 @@ mod tests {
     #[test]
     fn the_evaluator_and_the_wrapper_find_kernel_call_beside_them() {
         let temp = tempfile::tempdir().unwrap();
-        prepared(temp.path(), Platform::Vendor(Vendor::Nvidia), vec![h200(0)]);
+        prepared(
+            temp.path(),
+            Platform::Vendor(Vendor::Nvidia),
+            vec![fake_h200(0)],
+        );
         let tools = temp.path().join("tools");
         assert_eq!(
             std::fs::read_to_string(tools.join("kernel_call.py")).unwrap(),

@@ -10,7 +10,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{is_running, write_executable};
+use support::{is_running, standin_kernel, standin_python, write_executable};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -32,28 +32,7 @@ impl Node {
             &bin.join("nvidia-smi"),
             "#!/bin/sh\nfor i in 0 1 2 3; do echo \"$i, NVIDIA H200, GPU-$SLURMD_NODENAME-$i, 00000000:00:0$i.0\"; done\n",
         );
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        write_executable(
-            &bin.join("python-shim"),
-            &format!(
-                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec '{}' \"$@\";;\nesac\n",
-                fixtures.join("standin_evaluator.py").display(),
-                fixtures.join("standin-python").display()
-            ),
-        );
-        let kernel = root.join("kernel");
-        std::fs::create_dir_all(&kernel).unwrap();
-        std::fs::write(
-            kernel.join("input.py"),
-            "# standin: pass\ndef kernel_function(x):\n    return x\n",
-        )
-        .unwrap();
-        std::fs::write(
-            kernel.join("problem.py"),
-            "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
-        )
-        .unwrap();
-        std::fs::write(kernel.join("test.py"), "").unwrap();
+        standin_kernel(&root.join("kernel"));
         std::fs::write(
             root.join("standin.yaml"),
             "platform: nvidia\nprovider: replay\nkill_grace_s: 0.3\n",
@@ -90,7 +69,7 @@ impl Node {
             .arg("--kernel-dir")
             .arg(root.join("kernel"))
             .arg("--python")
-            .arg(root.join("bin/python-shim"))
+            .arg(standin_python())
             .arg("--check-file")
             .arg(root.join("run/check"))
             .args(["--check-token", "token-7"])
@@ -158,6 +137,27 @@ impl Agent {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+}
+
+impl Node {
+    /// A started agent whose device 4 is verifying a candidate that hangs, and the pid of the
+    /// evaluator child that hangs.
+    fn agent_with_a_hung_request(&self) -> (Agent, i32) {
+        let mut agent = self.agent();
+        agent.receive();
+        agent.start(self);
+        let pidfile = self.root().join("hung.pid");
+        let folder = self.candidate(
+            1,
+            &format!(
+                "# standin: hang pidfile={}\ndef kernel_function(x):\n    return x\n",
+                pidfile.display()
+            ),
+        );
+        agent.send(json!({"op": "verify", "id": 2, "device": 4, "job": job(&folder, 600.0)}));
+        let hung = wait_for_file(&pidfile).trim().parse().unwrap();
+        (agent, hung)
     }
 }
 
@@ -265,19 +265,7 @@ fn an_agent_says_hello_with_its_nodes_gpus_and_checks_then_serves_its_devices() 
 #[test]
 fn closing_the_agents_stdin_ends_its_evaluators_even_mid_request() {
     let node = Node::new();
-    let mut agent = node.agent();
-    agent.receive();
-    agent.start(&node);
-    let pidfile = node.root().join("hung.pid");
-    let folder = node.candidate(
-        1,
-        &format!(
-            "# standin: hang pidfile={}\ndef kernel_function(x):\n    return x\n",
-            pidfile.display()
-        ),
-    );
-    agent.send(json!({"op": "verify", "id": 2, "device": 4, "job": job(&folder, 600.0)}));
-    let hung: i32 = wait_for_file(&pidfile).trim().parse().unwrap();
+    let (mut agent, hung) = node.agent_with_a_hung_request();
     drop(agent.stdin.take());
     assert!(agent.wait(Duration::from_secs(10)).success());
     assert!(
@@ -291,19 +279,7 @@ fn closing_the_agents_stdin_ends_its_evaluators_even_mid_request() {
 #[test]
 fn a_killed_agents_evaluators_die_with_it() {
     let node = Node::new();
-    let mut agent = node.agent();
-    agent.receive();
-    agent.start(&node);
-    let pidfile = node.root().join("hung.pid");
-    let folder = node.candidate(
-        1,
-        &format!(
-            "# standin: hang pidfile={}\ndef kernel_function(x):\n    return x\n",
-            pidfile.display()
-        ),
-    );
-    agent.send(json!({"op": "verify", "id": 2, "device": 4, "job": job(&folder, 600.0)}));
-    let hung: i32 = wait_for_file(&pidfile).trim().parse().unwrap();
+    let (mut agent, hung) = node.agent_with_a_hung_request();
     agent.child.kill().unwrap();
     agent.child.wait().unwrap();
     assert!(

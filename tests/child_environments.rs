@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kactors::process::may_carry_credential;
-use support::{fixtures, write_executable};
+use support::{fixtures, standin_kernel, write_executable};
 
 /// What kactors' environment holds and no child may see: the providers' keys, a Hugging Face
 /// token, and secrets under names of the user's own.
@@ -50,17 +50,7 @@ impl Node {
             std::fs::create_dir_all(node.path(folder)).unwrap();
         }
         let kernel = node.path("kernel");
-        std::fs::write(
-            kernel.join("input.py"),
-            "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-        )
-        .unwrap();
-        std::fs::write(
-            kernel.join("problem.py"),
-            "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
-        )
-        .unwrap();
-        std::fs::write(kernel.join("test.py"), "").unwrap();
+        standin_kernel(&kernel);
         std::fs::write(
             kernel.join("candidates/01.py"),
             "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use support::{is_running, write_executable};
+use support::{is_running, standin_kernel, standin_python, write_executable};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -24,27 +24,8 @@ impl Node {
             &bin.join("nvidia-smi"),
             "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n",
         );
-        let standin =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/standin_evaluator.py");
-        write_executable(
-            &bin.join("python-shim"),
-            &format!(
-                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec '{}' \"$@\";;\nesac\n",
-                standin.display(),
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/fixtures/standin-python")
-                    .display()
-            ),
-        );
         let kernel = root.join("kernel");
-        std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-        std::fs::write(
-            kernel.join("input.py"),
-            "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-        )
-        .unwrap();
-        std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
-        std::fs::write(kernel.join("test.py"), "").unwrap();
+        standin_kernel(&kernel);
         for (name, text) in candidates {
             std::fs::write(kernel.join("candidates").join(name), text).unwrap();
         }
@@ -98,7 +79,7 @@ impl Node {
                 "kernel",
             ])
             .arg("--python")
-            .arg(root.join("bin/python-shim"))
+            .arg(standin_python())
             .env(
                 "PATH",
                 format!("{}:/usr/bin:/bin", root.join("bin").display()),

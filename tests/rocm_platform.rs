@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{fixtures, is_running, write_executable};
+use support::{fixtures, is_running, standin_kernel, write_executable};
 
 fn fixture(path: &str) -> PathBuf {
     fixtures().join(path)
@@ -31,14 +31,7 @@ fn amd_node() -> tempfile::TempDir {
         ),
     );
     let kernel = root.join("kernel");
-    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-    std::fs::write(
-        kernel.join("input.py"),
-        "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-    )
-    .unwrap();
-    std::fs::write(kernel.join("problem.py"), "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n").unwrap();
-    std::fs::write(kernel.join("test.py"), "").unwrap();
+    standin_kernel(&kernel);
     for (name, ms) in [("01.py", "1.5"), ("02.py", "1.25")] {
         let text =
             format!("# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n");

@@ -333,20 +333,16 @@ fn processes_of_both_nodes(dir: &std::path::Path) -> Vec<support::slurm_run::Pro
     support::slurm_run::processes_mentioning(dir)
 }
 
-/// Issue 14: a node that dies mid-run (its slurmstepd and every process of its step killed)
-/// costs only the candidates it had in flight; the other node's go on, and the run ends.
-#[test]
-#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
-fn a_node_killed_mid_run_costs_only_its_in_flight_candidates() {
-    let allocation = Allocation::new(2, 4);
-    // Candidate i runs on device i mod 8: 4 to 7 on node 2, and they take long; 1 to 3 and 8
-    // on node 1 pass at once.
+/// One round of eight on both nodes: candidates 4 to 7 run on node 2 and take `sleep_s` each,
+/// the others pass at once on node 1. Node 2 dies (its agent step's slurmstepd and every process
+/// of the step killed) once its four are in flight; answers the run, ended as planned.
+fn kill_node_2_mid_run(allocation: &Allocation, sleep_s: u32) -> SlurmRun {
     let candidates: Vec<(String, String)> = (1..=8)
         .map(|i| {
             let marker = if ON_NODE_2.contains(&i) {
-                "pass sleep_s=20"
+                format!("pass sleep_s={sleep_s}")
             } else {
-                "pass"
+                "pass".to_string()
             };
             candidate(
                 &format!("{i:02}.py"),
@@ -366,10 +362,19 @@ fn a_node_killed_mid_run_costs_only_its_in_flight_candidates() {
         });
     }
     let records = journal(&run.runs()[0]);
-    let step = steps_by_node(&records)["n2"].clone();
-    kill_step_on_its_node(&step);
-    let status = wait_with_limit(&mut kactors, Duration::from_secs(120));
+    kill_step_on_its_node(&steps_by_node(&records)["n2"]);
+    let status = wait_with_limit(&mut kactors, Duration::from_secs(180));
     assert_eq!(status.code(), Some(0), "{}", run.stderr());
+    run
+}
+
+/// Issue 14: a node that dies mid-run (its slurmstepd and every process of its step killed)
+/// costs only the candidates it had in flight; the other node's go on, and the run ends.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn a_node_killed_mid_run_costs_only_its_in_flight_candidates() {
+    let allocation = Allocation::new(2, 4);
+    let run = kill_node_2_mid_run(&allocation, 8);
     let records = journal(&run.runs()[0]);
     for lost in ON_NODE_2 {
         let first = evaluated(&records, lost)[0];
@@ -398,34 +403,7 @@ fn a_node_killed_mid_run_costs_only_its_in_flight_candidates() {
 #[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
 fn the_candidates_a_dead_node_had_in_flight_run_again_on_the_live_node() {
     let allocation = Allocation::new(2, 4);
-    let candidates: Vec<(String, String)> = (1..=8)
-        .map(|i| {
-            let marker = if ON_NODE_2.contains(&i) {
-                "pass sleep_s=5"
-            } else {
-                "pass"
-            };
-            candidate(
-                &format!("{i:02}.py"),
-                &format!("{marker} time_ms=1.{i}"),
-                i as usize,
-            )
-        })
-        .collect();
-    let run = SlurmRun::new(
-        &candidates,
-        &format!("test_timeout_s: 60\nagent_timeout_s: 2\n{ONE_ROUND_OF_EIGHT}"),
-    );
-    let mut kactors = run.spawn(&allocation.job);
-    for candidate in ON_NODE_2 {
-        run.wait_for_record(Duration::from_secs(60), |r| {
-            r["type"] == "step_started" && r["candidate"] == candidate
-        });
-    }
-    let records = journal(&run.runs()[0]);
-    kill_step_on_its_node(&steps_by_node(&records)["n2"]);
-    let status = wait_with_limit(&mut kactors, Duration::from_secs(180));
-    assert_eq!(status.code(), Some(0), "{}", run.stderr());
+    let run = kill_node_2_mid_run(&allocation, 5);
     let records = journal(&run.runs()[0]);
     let table = device_table(&records);
     for lost in ON_NODE_2 {

@@ -744,8 +744,8 @@ mod tests {
         check("{\"v\":2,\"t\":\"2026-12-02T10:3", "not a JSON object");
         check("[1]", "not a JSON object");
         check(
-            "{\"v\":3,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
-            "schema version 3",
+            "{\"v\":4,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
+            "schema version 4",
         );
         check(
             "{\"v\":2,\"t\":\"yesterday\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
@@ -755,6 +755,50 @@ mod tests {
             "{\"v\":2,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"launched\"}",
             "not a record of a known type",
         );
+    }
+
+    /// Issue 14: version 3's device table names each device's node, Slurm's index there and
+    /// its agent's step; a version 2 table reads with them absent.
+    #[test]
+    fn the_device_table_says_where_each_device_is_and_older_tables_still_read() {
+        let started = |version: u32, device: &str| {
+            format!(
+                "{{\"v\":{version},\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"run_started\",\"strategy\":\"s\",\"platform\":\"nvidia\",\"simulated\":false,\"search\":\"beam_search\",\"num_top_kernels\":1,\"num_bottlenecks\":1,\"max_rounds\":1,\"devices\":[{device}],\"initial_source\":\"\"}}"
+            )
+        };
+        let devices = |line: String| match JournalRecord::from_line(&line).unwrap().event {
+            Event::RunStarted { devices, .. } => devices,
+            other => panic!("{other:?}"),
+        };
+        let remote = devices(started(
+            3,
+            r#"{"device":5,"name":"NVIDIA H200","uuid":"GPU-1","node":"n2","index":1,"step":"7.3"}"#,
+        ));
+        assert_eq!(remote[0].location(), "n2:1");
+        assert_eq!(remote[0].step.as_deref(), Some("7.3"));
+        let local = devices(started(
+            2,
+            r#"{"device":5,"name":"NVIDIA H200","uuid":"GPU-1"}"#,
+        ));
+        assert_eq!((local[0].node.as_deref(), local[0].index), (None, None));
+        assert_eq!(local[0].location(), "5");
+        let written = JournalRecord {
+            t: SystemTime::UNIX_EPOCH,
+            event: Event::RunStarted {
+                strategy: "s".into(),
+                platform: "nvidia".into(),
+                simulated: false,
+                search: "beam_search".into(),
+                num_top_kernels: 1,
+                num_bottlenecks: 1,
+                max_rounds: 1,
+                devices: remote.clone(),
+                initial_source: String::new(),
+            },
+        }
+        .to_json();
+        assert_eq!(written["devices"][0]["node"], "n2");
+        assert_eq!(devices(written.to_string()), remote);
     }
 
     #[test]

@@ -539,23 +539,11 @@ async fn perform(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devices::DeviceKind;
-
-    fn gpu(id: u32) -> Device {
-        Device {
-            id,
-            name: "NVIDIA H200".into(),
-            kind: DeviceKind::Nvidia {
-                uuid: format!("GPU-{id}"),
-                bus_id: format!("00000000:00:0{id}.0"),
-            },
-            spec: None,
-        }
-    }
+    use crate::devices::fake_h200;
 
     #[test]
     fn slurms_indices_pair_with_the_nodes_devices_in_order() {
-        let devices = [gpu(2), gpu(0), gpu(1)];
+        let devices = [fake_h200(2), fake_h200(0), fake_h200(1)];
         assert_eq!(
             slurm_indices(&devices, Some("4,6,5")),
             BTreeMap::from([(0, 4), (1, 5), (2, 6)])

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::device::{Device, DeviceKind};
 use super::environment::HostEnvironment;
 
 pub(crate) fn fixture_path(name: &str) -> PathBuf {
@@ -129,5 +130,18 @@ impl FakeNode {
         }
         body.push_str("printf 'unexpected arguments: %s\\n' \"$*\" >&2\nexit 64\n");
         write_script(dir, name, &body);
+    }
+}
+
+/// An H200 of index `id` (UUID `GPU-<id>`), as nvidia-smi would list it.
+pub(crate) fn fake_h200(id: u32) -> Device {
+    Device {
+        id,
+        name: "NVIDIA H200".into(),
+        kind: DeviceKind::Nvidia {
+            uuid: format!("GPU-{id}"),
+            bus_id: format!("00000000:00:0{id}.0"),
+        },
+        spec: None,
     }
 }

@@ -126,15 +126,6 @@ mod tests {
         })
     }
 
-    fn host(vars: &[(&str, &str)]) -> HostEnvironment {
-        HostEnvironment::new(
-            vars.iter()
-                .map(|(name, value)| (name.to_string(), value.to_string()))
-                .collect(),
-            "python3".into(),
-        )
-    }
-
     #[test]
     fn each_node_of_the_node_list_gets_the_gpus_of_its_detail_line() {
         let details = JobDetails {
@@ -178,15 +169,21 @@ mod tests {
 
     #[test]
     fn the_job_id_comes_from_slurms_environment_and_is_digits() {
-        assert_eq!(job_id(&host(&[("SLURM_JOB_ID", "4711")])).unwrap(), "4711");
+        assert_eq!(
+            job_id(&HostEnvironment::of_vars(&[("SLURM_JOB_ID", "4711")])).unwrap(),
+            "4711"
+        );
         assert!(matches!(
-            job_id(&host(&[])),
+            job_id(&HostEnvironment::of_vars(&[])),
             Err(AllocationError::NotInAllocation)
         ));
         assert_eq!(
-            job_id(&host(&[("SLURM_JOB_ID", "1; rm -rf /")]))
-                .unwrap_err()
-                .to_string(),
+            job_id(&HostEnvironment::of_vars(&[(
+                "SLURM_JOB_ID",
+                "1; rm -rf /"
+            )]))
+            .unwrap_err()
+            .to_string(),
             "SLURM_JOB_ID=\"1; rm -rf /\" is not a Slurm job id (digits, as salloc prints them)"
         );
     }

@@ -25,20 +25,11 @@ pub fn uses_slurm(request: LauncherRequest, host: &HostEnvironment) -> bool {
 mod tests {
     use super::*;
 
-    fn host(vars: &[(&str, &str)]) -> HostEnvironment {
-        HostEnvironment::new(
-            vars.iter()
-                .map(|(name, value)| (name.to_string(), value.to_string()))
-                .collect(),
-            "python3".into(),
-        )
-    }
-
     #[test]
     fn auto_means_slurm_inside_an_allocation_of_several_nodes() {
         let check = |request, vars: &[(&str, &str)], expected| {
             assert_eq!(
-                uses_slurm(request, &host(vars)),
+                uses_slurm(request, &HostEnvironment::of_vars(vars)),
                 expected,
                 "{request:?} {vars:?}"
             );

@@ -46,3 +46,26 @@ pub fn is_running(pid: i32) -> bool {
 }
 pub mod slurm;
 pub mod slurm_run;
+
+/// The `--python` of the stand-in tests: it plays the evaluator (tests/fixtures/
+/// standin_evaluator.py), the profiled wrapper and Python itself, without torch or a GPU.
+pub fn standin_python() -> PathBuf {
+    fixtures().join("standin-python")
+}
+
+/// A kernel directory the stand-in evaluator takes: input.py (passes, 2.0 ms), problem.py,
+/// test.py and an empty candidates/ for the replay provider.
+pub fn standin_kernel(kernel: &Path) {
+    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
+    std::fs::write(
+        kernel.join("input.py"),
+        "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
+    )
+    .unwrap();
+    std::fs::write(
+        kernel.join("problem.py"),
+        "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
+    )
+    .unwrap();
+    std::fs::write(kernel.join("test.py"), "").unwrap();
+}

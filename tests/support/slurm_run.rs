@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::write_executable;
+use super::{standin_kernel, standin_python, write_executable};
 
 pub struct SlurmRun {
     pub dir: tempfile::TempDir,
@@ -26,28 +26,8 @@ impl SlurmRun {
             &bin.join("nvidia-smi"),
             "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\nfor i in 0 1 2 3; do\n  echo \"$i, NVIDIA H200, GPU-$node-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"\ndone\n",
         );
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        write_executable(
-            &bin.join("python-shim"),
-            &format!(
-                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec '{}' \"$@\";;\nesac\n",
-                fixtures.join("standin_evaluator.py").display(),
-                fixtures.join("standin-python").display()
-            ),
-        );
         let kernel = root.join("kernel");
-        std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-        std::fs::write(
-            kernel.join("input.py"),
-            "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-        )
-        .unwrap();
-        std::fs::write(
-            kernel.join("problem.py"),
-            "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
-        )
-        .unwrap();
-        std::fs::write(kernel.join("test.py"), "").unwrap();
+        standin_kernel(&kernel);
         for (name, text) in candidates {
             std::fs::write(kernel.join("candidates").join(name), text).unwrap();
         }
@@ -76,7 +56,7 @@ impl SlurmRun {
             command
                 .args(["--kernel-dir", "kernel", "--json"])
                 .arg("--python")
-                .arg(self.root().join("bin/python-shim"));
+                .arg(standin_python());
         }
         command
     }

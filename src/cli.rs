@@ -24,6 +24,8 @@ pub struct Cli {
 pub enum Command {
     /// Optimize a kernel directory with a strategy
     Run(RunArgs),
+    /// Go on with a run that was killed, interrupted or stopped for a full disk, from its journal
+    Resume(ResumeArgs),
     /// List the strategies that can be used, each with its platform
     Strategies(StrategiesArgs),
     /// Show the GPUs a run with a strategy would use and the environment each worker's children get
@@ -44,6 +46,7 @@ impl Command {
     pub fn json(&self) -> bool {
         match self {
             Command::Run(args) => args.json,
+            Command::Resume(args) => args.json,
             Command::Strategies(args) => args.json,
             Command::Devices(args) => args.json,
             Command::Profile(args) => args.json,
@@ -76,6 +79,12 @@ pub struct RunArgs {
     /// Stop after this many rounds (configuration key max_rounds)
     #[arg(long, value_name = "R")]
     pub max_rounds: Option<u32>,
+    /// End the run by then, the finale included, e.g. 8h or 1h 30m (configuration key max_time)
+    #[arg(long, value_name = "DURATION")]
+    pub max_time: Option<String>,
+    /// Make at most this many candidates (configuration key max_candidates)
+    #[arg(long, value_name = "N")]
+    pub max_candidates: Option<u64>,
     /// The parent folder of runs; each run gets <strategy>-<timestamp>/ inside it
     #[arg(long, value_name = "DIR", default_value = "runs")]
     pub run_dir: PathBuf,
@@ -90,6 +99,20 @@ pub struct RunArgs {
     pub gpus: Option<Vec<u32>>,
     #[command(flatten)]
     pub config_dir: ConfigDirArg,
+    /// Print JSON Lines on stdout, one event per line, each with a `type` field
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// The run's folder, as `kactors run` made it (runs/<strategy>-<time>)
+    #[arg(value_name = "RUN_DIR")]
+    pub run_dir: PathBuf,
+    /// Go on although the strategy's settings or the kernel directory's files changed since the
+    /// run started (the changes are journaled)
+    #[arg(long)]
+    pub force: bool,
     /// Print JSON Lines on stdout, one event per line, each with a `type` field
     #[arg(long)]
     pub json: bool,

@@ -7,9 +7,10 @@
 mod agent;
 mod check;
 mod devices;
-mod launch;
+mod placement;
 mod profile;
 mod report;
+mod resume;
 mod run;
 mod settings;
 mod strategies;
@@ -56,6 +57,7 @@ pub fn execute(cli: Cli) -> i32 {
     let json = cli.command.json();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Resume(args) => resume::resume(args),
         Command::Strategies(args) => strategies::strategies(args).map(|()| exit::SUCCESS),
         Command::Devices(args) => devices::devices(args).map(|()| exit::SUCCESS),
         Command::Profile(args) => profile::profile(args),

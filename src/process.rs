@@ -15,6 +15,8 @@ mod environment;
 mod group;
 mod leak;
 mod log_tail;
+mod orphans;
+pub mod pid_lock;
 mod protocol;
 mod spawn;
 mod terminate;
@@ -22,10 +24,13 @@ mod terminate;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use environment::{ChildEnv, child_environment, may_carry_credential};
+pub use environment::{
+    ChildEnv, RUN_MARKER, child_environment, mark_children_of_run, may_carry_credential,
+};
 pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
 pub use log_tail::log_tail;
+pub use orphans::{end_orphans_of_run, orphan_groups};
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
 pub use spawn::{ChildSpec, Protocol, RunningChild, SpawnError, spawn};
 pub use terminate::{

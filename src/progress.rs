@@ -1,7 +1,15 @@
 //! What the person watching sees: with --json, every journal record as a JSON line on stdout;
-//! otherwise a few plain lines on stderr (per device what it is doing, rounds, the best time).
-//! Either stream may close while the run goes on: progress is then dropped, noted once in
-//! kactors.log, and the journal and report are written as ever.
+//! on a terminal, the live view's bars on stderr (`live.rs`, drawing what `board.rs` folds from
+//! the records); otherwise a few plain lines on stderr (per device what it is doing, rounds, the
+//! best time). Either stream may close while the run goes on: progress is then dropped, noted
+//! once in kactors.log, and the journal and report are written as ever.
+
+mod board;
+mod live;
+#[cfg(test)]
+mod test_records;
+
+pub use live::{LogWriter, ProgressView, Styling, TerminalFacts};
 
 use std::io::Write;
 use std::time::SystemTime;
@@ -40,12 +48,16 @@ impl<W: Write> Watched<W> {
         }
         if let Err(error) = writeln!(self.writer, "{line}").and_then(|()| self.writer.flush()) {
             self.dropped = true;
-            tracing::warn!(
-                "progress on {} can no longer be written ({error}): it is dropped from now on; the journal and report are unaffected",
-                self.name
-            );
+            note_dropped(self.name, &error);
         }
     }
+}
+
+/// Says once in the log that progress on a stream is gone: the run itself goes on.
+fn note_dropped(stream: &str, error: &dyn std::fmt::Display) {
+    tracing::warn!(
+        "progress on {stream} can no longer be written ({error}): it is dropped from now on; the journal and report are unaffected"
+    );
 }
 
 pub struct JsonProgress<W: Write + Send = std::io::Stdout> {
@@ -205,6 +217,7 @@ impl<W: Write + Send> ProgressSink for PlainProgress<W> {
 mod tests {
     use std::io;
 
+    use super::test_records::record;
     use super::*;
 
     /// A stream whose reader went away: every write fails, as after `| head` or a hang-up.
@@ -219,13 +232,6 @@ mod tests {
         }
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
-        }
-    }
-
-    fn record(event: Event) -> JournalRecord {
-        JournalRecord {
-            t: SystemTime::UNIX_EPOCH,
-            event,
         }
     }
 

@@ -1,10 +1,13 @@
 //! The replay LLM provider: offline answers from files. Each request for code gets the next
-//! Python file of the replay folder in name order, after a configured latency; after the last
-//! file it answers "exhausted". A bottleneck analysis gets "no analysis available" and a
+//! Python file of the replay folder in name order, in the order the requests are sent (so the
+//! same request gets the same file however the replies arrive, and a resumed run hands out
+//! the files as the run left alone would), after a configured latency; after the last file it
+//! answers "exhausted". A bottleneck analysis gets "no analysis available" and a
 //! reflexion an empty text. A missing or empty folder is exhausted from the start: the run
 //! evaluates the initial kernel and ends, with a warning that says how to add candidates.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
@@ -24,6 +27,8 @@ pub enum ReplayError {
 
 pub struct ReplayProvider {
     files: Vec<PathBuf>,
+    /// The file index each request for code got, by request id.
+    assigned: RefCell<HashMap<String, usize>>,
     next: Cell<usize>,
     latency: Duration,
     warning: Option<String>,
@@ -61,6 +66,7 @@ impl ReplayProvider {
         files.sort();
         Ok(ReplayProvider {
             files,
+            assigned: RefCell::new(HashMap::new()),
             next: Cell::new(0),
             latency,
             warning,
@@ -72,11 +78,25 @@ impl ReplayProvider {
         self.warning.as_deref()
     }
 
-    fn take_next_file(&self) -> Option<PathBuf> {
-        let index = self.next.get();
-        let file = self.files.get(index)?.clone();
-        self.next.set(index + 1);
-        Some(file)
+    /// A resumed run: the requests for code its journal records, in the order they were sent,
+    /// had the first files; a request sent again gets its file again.
+    pub fn continuing_after(self, code_requests: &[String]) -> Self {
+        for request_id in code_requests {
+            self.file_index(request_id);
+        }
+        self
+    }
+
+    fn file_index(&self, request_id: &str) -> usize {
+        *self
+            .assigned
+            .borrow_mut()
+            .entry(request_id.to_string())
+            .or_insert_with(|| {
+                let index = self.next.get();
+                self.next.set(index + 1);
+                index
+            })
     }
 }
 
@@ -95,13 +115,21 @@ impl LlmProvider for ReplayProvider {
         self: Rc<Self>,
         request: LlmRequest,
     ) -> LocalFuture<'static, Result<LlmReply, LlmError>> {
+        let file = match request.kind {
+            RequestKind::Optimize | RequestKind::Refine => Some(
+                self.files
+                    .get(self.file_index(&request.request_id))
+                    .cloned(),
+            ),
+            RequestKind::Analysis | RequestKind::Reflexion => None,
+        };
         Box::pin(async move {
             tokio::time::sleep(self.latency).await;
-            match request.kind {
-                RequestKind::Analysis => Ok(text_reply("no analysis available")),
-                RequestKind::Reflexion => Ok(text_reply("")),
-                RequestKind::Optimize | RequestKind::Refine => {
-                    let file = self.take_next_file().ok_or(LlmError::Exhausted)?;
+            match (request.kind, file) {
+                (RequestKind::Analysis, _) => Ok(text_reply("no analysis available")),
+                (RequestKind::Reflexion, _) => Ok(text_reply("")),
+                (RequestKind::Optimize | RequestKind::Refine, file) => {
+                    let file = file.flatten().ok_or(LlmError::Exhausted)?;
                     let code = tokio::fs::read_to_string(&file).await.map_err(|error| {
                         LlmError::Failed(format!(
                             "failed to read replay file {}: {error}",
@@ -127,11 +155,22 @@ impl LlmProvider for ReplayProvider {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
     use super::*;
 
     fn request(kind: RequestKind) -> LlmRequest {
+        asking(
+            kind,
+            &format!("{kind:?}-{}", NEXT_ID.fetch_add(1, Ordering::Relaxed)),
+        )
+    }
+
+    static NEXT_ID: AtomicUsize = AtomicUsize::new(0);
+
+    fn asking(kind: RequestKind, request_id: &str) -> LlmRequest {
         LlmRequest {
-            request_id: "r".into(),
+            request_id: request_id.into(),
             kind,
             candidate: actors::model::CandidateId(1),
             round: 1,
@@ -194,6 +233,43 @@ mod tests {
                 .text,
             ""
         );
+    }
+
+    fn code_of(reply: Result<LlmReply, LlmError>) -> String {
+        reply.unwrap().code.unwrap().text().to_string()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_keeps_its_file_and_a_resumed_provider_goes_on_after_the_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        for k in 0..4 {
+            std::fs::write(dir.path().join(format!("{k}.py")), format!("# {k}\n")).unwrap();
+        }
+        let provider = Rc::new(ReplayProvider::from_dir(dir.path(), Duration::ZERO).unwrap());
+        // Files go by the order requests are sent, not the order replies complete in.
+        let first = provider
+            .clone()
+            .complete(asking(RequestKind::Optimize, "r1-c1"));
+        let second = provider
+            .clone()
+            .complete(asking(RequestKind::Optimize, "r1-c2"));
+        assert_eq!(code_of(second.await), "# 1\n");
+        assert_eq!(code_of(first.await), "# 0\n");
+        let again = provider.complete(asking(RequestKind::Optimize, "r1-c1"));
+        assert_eq!(code_of(again.await), "# 0\n");
+
+        // The process died with r1-c2 in flight: the resumed provider gives it its file again.
+        let resumed = Rc::new(
+            ReplayProvider::from_dir(dir.path(), Duration::ZERO)
+                .unwrap()
+                .continuing_after(&["r1-c1".into(), "r1-c2".into()]),
+        );
+        let new = resumed
+            .clone()
+            .complete(asking(RequestKind::Refine, "r1-c1-refine1"));
+        let in_flight = resumed.complete(asking(RequestKind::Optimize, "r1-c2"));
+        assert_eq!(code_of(new.await), "# 2\n");
+        assert_eq!(code_of(in_flight.await), "# 1\n");
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -12,6 +12,8 @@ use actors::journal::{JournalRecord, format_utc_millis};
 use actors::model::CandidateId;
 use actors::ports::RunStore;
 
+use crate::process::pid_lock::{Locked, PidLock, try_lock};
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
     #[error("failed to create the run directory under {parent}: {source}")]
@@ -20,6 +22,23 @@ pub enum RunDirError {
         #[source]
         source: io::Error,
     },
+    #[error("failed to open the run directory {root}: {source}")]
+    Open {
+        root: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{root} is not a kactors run directory: it has no {missing} (give the folder `kactors run` made, runs/<strategy>-<time>)"
+    )]
+    NotARun {
+        root: PathBuf,
+        missing: &'static str,
+    },
+    #[error(
+        "the run directory {root} is in use by another kactors process ({holder}); wait for it to end, or end it"
+    )]
+    InUse { root: PathBuf, holder: String },
 }
 
 pub struct RunDirectory {
@@ -28,6 +47,60 @@ pub struct RunDirectory {
     /// The journal's length after its last complete record: a failed append is cut back to it,
     /// so that a full disk never leaves a torn line.
     journal_len: u64,
+    /// Held as long as this process works in the folder: a second run or resume is refused.
+    _lock: PidLock,
+    abort_at: Option<AbortAt>,
+}
+
+/// The file that holds a run directory for the one process working in it.
+pub const LOCK_FILE: &str = "kactors.lock";
+
+/// Test-only: `KACTORS_TEST_ABORT_AT=<record type>:<n>` makes the process kill itself (SIGKILL,
+/// as an OOM kill would) just before it journals the n-th record of that type, so that tests
+/// can die at a chosen point of a run. Never set by kactors itself.
+pub const ABORT_AT_VARIABLE: &str = "KACTORS_TEST_ABORT_AT";
+
+#[derive(Debug)]
+struct AbortAt {
+    record_type: String,
+    nth: u64,
+    seen: u64,
+}
+
+impl AbortAt {
+    fn from_environment() -> Option<AbortAt> {
+        let value = std::env::var(ABORT_AT_VARIABLE).ok()?;
+        let (record_type, nth) = value.rsplit_once(':')?;
+        Some(AbortAt {
+            record_type: record_type.to_string(),
+            nth: nth.parse().ok().filter(|n| *n > 0)?,
+            seen: 0,
+        })
+    }
+
+    fn before(&mut self, record: &serde_json::Value) {
+        if record["type"] != self.record_type.as_str() {
+            return;
+        }
+        self.seen += 1;
+        if self.seen == self.nth {
+            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+}
+
+fn lock_folder(root: &Path) -> Result<PidLock, RunDirError> {
+    let open = |source| RunDirError::Open {
+        root: root.to_path_buf(),
+        source,
+    };
+    match try_lock(&root.join(LOCK_FILE)).map_err(open)? {
+        Locked::Held(lock) => Ok(lock),
+        Locked::Busy { holder } => Err(RunDirError::InUse {
+            root: root.to_path_buf(),
+            holder,
+        }),
+    }
 }
 
 /// `2026-12-02T10:35:44.123Z` as `20261202T103544Z`: sortable and safe in a file name.
@@ -68,6 +141,7 @@ impl RunDirectory {
                 Err(error) => return Err(wrap(error)),
             }
         }
+        let lock = lock_folder(&root)?;
         fs::write(root.join("run.yaml"), run_yaml).map_err(wrap)?;
         fs::create_dir(root.join("candidates")).map_err(wrap)?;
         let journal = OpenOptions::new()
@@ -79,7 +153,54 @@ impl RunDirectory {
             root,
             journal,
             journal_len: 0,
+            _lock: lock,
+            abort_at: AbortAt::from_environment(),
         })
+    }
+
+    /// Opens the run directory a resumed run goes on in, with the lock `hold` took: the
+    /// journal keeps its first `whole_bytes` (a torn last line is cut off) and grows from there.
+    pub fn reopen(root: &Path, whole_bytes: u64, lock: PidLock) -> Result<Self, RunDirError> {
+        let open = |source| RunDirError::Open {
+            root: root.to_path_buf(),
+            source,
+        };
+        let root = root.to_path_buf();
+        let journal = OpenOptions::new()
+            .append(true)
+            .open(root.join("journal.jsonl"))
+            .map_err(open)?;
+        journal.set_len(whole_bytes).map_err(open)?;
+        let mut journal_len = whole_bytes;
+        // A last record whole but without its newline (a kill between the two writes) gets
+        // one, or the next record would continue its line.
+        if whole_bytes > 0 && !ends_with_newline(&root.join("journal.jsonl")).map_err(open)? {
+            (&journal).write_all(b"\n").map_err(open)?;
+            journal_len += 1;
+        }
+        Ok(RunDirectory {
+            root,
+            journal,
+            journal_len,
+            _lock: lock,
+            abort_at: AbortAt::from_environment(),
+        })
+    }
+
+    /// Holds a run directory's lock without opening it for writing (`kactors resume` checks
+    /// everything before it opens the journal); answers its absolute path with the lock.
+    pub fn hold(root: &Path) -> Result<(PathBuf, PidLock), RunDirError> {
+        let root = std::path::absolute(root).map_err(|source| RunDirError::Open {
+            root: root.to_path_buf(),
+            source,
+        })?;
+        for missing in ["run.yaml", "journal.jsonl"] {
+            if !root.join(missing).is_file() {
+                return Err(RunDirError::NotARun { root, missing });
+            }
+        }
+        let lock = lock_folder(&root)?;
+        Ok((root, lock))
     }
 
     pub fn root(&self) -> &Path {
@@ -89,6 +210,15 @@ impl RunDirectory {
     fn candidate_folder(&self, id: CandidateId) -> PathBuf {
         self.root.join("candidates").join(id.to_string())
     }
+}
+
+fn ends_with_newline(path: &Path) -> io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut file = File::open(path)?;
+    file.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8];
+    file.read_exact(&mut last)?;
+    Ok(last[0] == b'\n')
 }
 
 /// An error of the run directory names the file it was about.
@@ -150,7 +280,11 @@ fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
 
 impl RunStore for RunDirectory {
     fn append(&mut self, record: &JournalRecord) -> io::Result<()> {
-        let mut line = serde_json::to_vec(&record.to_json())?;
+        let json = record.to_json();
+        if let Some(abort_at) = &mut self.abort_at {
+            abort_at.before(&json);
+        }
+        let mut line = serde_json::to_vec(&json)?;
         line.push(b'\n');
         let written = self
             .journal
@@ -188,14 +322,9 @@ impl RunStore for RunDirectory {
                 format!("`{name}` is not a plain file name"),
             ));
         }
-        // Synced: a record that names this file (a reply, the code evaluated) follows it.
-        let path = self.candidate_folder(id).join(name);
-        File::create(&path)
-            .and_then(|mut file| {
-                file.write_all(contents.as_bytes())?;
-                file.sync_all()
-            })
-            .map_err(|error| at(&path, error))
+        // Whole and synced: a record that names this file (a reply, the code evaluated)
+        // follows it, and a resumed run takes a reply it finds there as complete.
+        write_atomically(&self.candidate_folder(id).join(name), contents)
     }
 
     fn write_best_kernel(&mut self, source: &str) -> io::Result<()> {

@@ -10,7 +10,8 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{is_running, standin_kernel, standin_python, write_executable};
+use support::standin_node::standin_kernel;
+use support::{is_running, standin_python, write_executable};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -32,7 +33,7 @@ impl Node {
             &bin.join("nvidia-smi"),
             "#!/bin/sh\nfor i in 0 1 2 3; do echo \"$i, NVIDIA H200, GPU-$SLURMD_NODENAME-$i, 00000000:00:0$i.0\"; done\n",
         );
-        standin_kernel(&root.join("kernel"));
+        standin_kernel(root, &[]);
         std::fs::write(
             root.join("standin.yaml"),
             "platform: nvidia\nprovider: replay\nkill_grace_s: 0.3\n",

@@ -6,26 +6,12 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 use actors::journal::{Event, JournalRecord, Step};
 use actors::model::DeviceId;
-use support::{example, kactors};
-
-/// A kernel directory like the matvec example's, with `count` distinct replay candidates.
-fn kernel_with_candidates(dir: &Path, count: usize) -> PathBuf {
-    let kernel = dir.join("kernel");
-    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-    for file in ["input.py", "problem.py", "test.py"] {
-        std::fs::copy(example("optimize_01_matvec").join(file), kernel.join(file)).unwrap();
-    }
-    for k in 0..count {
-        let source = format!("def kernel_function(A, B):\n    return (A @ B) * {k} / {k}\n");
-        std::fs::write(kernel.join("candidates").join(format!("{k:04}.py")), source).unwrap();
-    }
-    kernel
-}
+use support::{kactors, kernel_with_candidates};
 
 /// Each device's busy fraction over the search: from its first dispatch (the first step of a
 /// candidate other than the initial kernel) to the last result of a proposal's first attempt.

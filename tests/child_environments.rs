@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kactors::process::may_carry_credential;
-use support::{fixtures, standin_kernel, write_executable};
+use support::standin_node::standin_kernel;
+use support::{fixtures, write_executable};
 
 /// What kactors' environment holds and no child may see: the providers' keys, a Hugging Face
 /// token, and secrets under names of the user's own.
@@ -49,13 +50,13 @@ impl Node {
         for folder in ["bin", "envs", "kernel/candidates"] {
             std::fs::create_dir_all(node.path(folder)).unwrap();
         }
-        let kernel = node.path("kernel");
-        standin_kernel(&kernel);
-        std::fs::write(
-            kernel.join("candidates/01.py"),
-            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
-        )
-        .unwrap();
+        standin_kernel(
+            node.dir.path(),
+            &[(
+                "01.py",
+                "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+            )],
+        );
         node.shim(
             "python-shim",
             "case \"$1\" in\n  *evaluator.py) kind=evaluator;;\n  *profile_wrapper.py) kind=profile-wrapper;;\n  test.py) kind=user-test;;\n  -c) kind=check-probe;;\n  *) kind=python;;\nesac",

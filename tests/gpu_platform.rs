@@ -4,92 +4,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::Value;
-use support::{is_running, standin_kernel, standin_python, write_executable};
-
-struct Node {
-    dir: tempfile::TempDir,
-}
-
-impl Node {
-    fn new(candidates: &[(&str, &str)]) -> Node {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let bin = root.join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        write_executable(
-            &bin.join("nvidia-smi"),
-            "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n",
-        );
-        let kernel = root.join("kernel");
-        standin_kernel(&kernel);
-        for (name, text) in candidates {
-            std::fs::write(kernel.join("candidates").join(name), text).unwrap();
-        }
-        std::fs::write(
-            root.join("standin.yaml"),
-            "platform: nvidia\nprovider: replay\nnum_workers: 2\ntest_timeout_s: 2\nkill_grace_s: 0.3\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n",
-        )
-        .unwrap();
-        Node { dir }
-    }
-
-    /// One device and room for eight candidates in one round, none refined: the candidates run
-    /// in name order on the same evaluator.
-    fn on_one_device(self) -> Node {
-        std::fs::write(
-            self.dir.path().join("standin.yaml"),
-            "platform: nvidia\nprovider: replay\nnum_workers: 1\ntest_timeout_s: 5\nkill_grace_s: 0.3\nmax_rounds: 1\nmax_refinements: 0\nmax_inflight: 1\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
-        )
-        .unwrap();
-        self
-    }
-
-    fn with_problem(self, text: &str) -> Node {
-        std::fs::write(self.dir.path().join("kernel/problem.py"), text).unwrap();
-        self
-    }
-
-    fn run(&self) -> (std::process::Output, PathBuf) {
-        let root = self.dir.path();
-        let output = self.command().output().unwrap();
-        let runs: Vec<PathBuf> = std::fs::read_dir(root.join("runs"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .collect();
-        (output, runs[0].clone())
-    }
-
-    /// `kactors run` of the stand-in strategy, with the fake tools first on PATH.
-    fn command(&self) -> Command {
-        let root = self.dir.path();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
-        command
-            .current_dir(root)
-            .args([
-                "run",
-                "--strategy",
-                "standin",
-                "--config-dir",
-                ".",
-                "--kernel-dir",
-                "kernel",
-            ])
-            .arg("--python")
-            .arg(standin_python())
-            .env(
-                "PATH",
-                format!("{}:/usr/bin:/bin", root.join("bin").display()),
-            )
-            .env("KACTORS_LOCK_DIR", root.join("locks"))
-            .env("ANTHROPIC_API_KEY", "sk-ant-never-in-a-child")
-            .env_remove("CUDA_VISIBLE_DEVICES");
-        command
-    }
-}
+use support::is_running;
+use support::standin_node::Node;
 
 fn journal(run: &Path) -> Vec<Value> {
     std::fs::read_to_string(run.join("journal.jsonl"))
@@ -463,7 +382,7 @@ fn sigkill_of_kactors_leaves_no_evaluator_behind() {
     )])
     .on_one_device();
     let mut kactors = node
-        .command()
+        .run_command()
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -1,61 +1,24 @@
 //! Issue 6: the dry run with an OpenAI-compatible server on loopback in place of the replay
 //! provider, and what the run does with the key and with a refusal.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+
+use support::llm_server::{LlmServer, chat_completion};
 
 const KEY: &str = "sk-kactors-test-secret-0123456789";
 
-/// Answers every request with `status` and `body`; records each request body. Serves at most
-/// `limit` connections, then stops.
-fn serve(status: u16, body: String, limit: usize) -> (String, Arc<Mutex<Vec<String>>>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let address = format!("http://{}/v1", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let recorded = seen.clone();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().take(limit) {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut length = 0;
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut request = vec![0; length];
-            let _ = reader.read_exact(&mut request);
-            recorded
-                .lock()
-                .unwrap()
-                .push(String::from_utf8_lossy(&request).into_owned());
-            let reason = if status == 200 { "OK" } else { "Unauthorized" };
-            let _ = write!(
-                stream,
-                "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-        }
-    });
-    (address, seen)
+/// Answers every request with `status` and `body`. Serves at most `limit` connections.
+fn serve(status: u16, body: String, limit: usize) -> LlmServer {
+    LlmServer::start(limit, move |_| (status, body.clone()))
 }
 
 fn completion(code: &str) -> String {
-    let content = format!("Here is a faster kernel.\n\n```python\n{code}\n```\n");
-    serde_json::json!({
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200}
-    })
-    .to_string()
+    chat_completion(&format!(
+        "Here is a faster kernel.\n\n```python\n{code}\n```\n"
+    ))
 }
 
 fn run_against(dir: &Path, base_url: &str) -> std::process::Output {
@@ -98,20 +61,20 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn a_noop_dry_run_completes_against_an_openai_compatible_server() {
     let dir = tempfile::tempdir().unwrap();
-    let (base_url, requests) = serve(
+    let server = serve(
         200,
         completion("def kernel_function(a, b):\n    return a"),
         8,
     );
-    let output = run_against(dir.path(), &base_url);
+    let output = run_against(dir.path(), &server.base_url);
     assert_eq!(
         output.status.code(),
         Some(0),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let requests = requests.lock().unwrap();
-    let bodies: Vec<serde_json::Value> = requests
+    let bodies: Vec<serde_json::Value> = server
+        .bodies()
         .iter()
         .map(|request| serde_json::from_str(request).unwrap())
         .collect();
@@ -185,31 +148,35 @@ fn refused_credentials_end_the_run_with_exit_1_and_say_why() {
     let refusal =
         r#"{"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}"#
             .to_string();
-    let (base_url, requests) = serve(401, refusal, 8);
-    let output = run_against(dir.path(), &base_url);
+    let server = serve(401, refusal, 8);
+    let output = run_against(dir.path(), &server.base_url);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("refused the credentials"), "{stderr}");
     assert!(stderr.contains("check OPENAI_API_KEY"), "{stderr}");
     assert!(!stderr.contains(KEY));
-    assert!(requests.lock().unwrap().len() <= 2, "no retries on 401");
+    assert!(server.bodies().len() <= 2, "no retries on 401");
 }
 
 /// Issue 10: KernelAgent's `gpt-5-4` reaches OpenAI as `gpt-5.4`, and the run says so once.
 #[test]
 fn a_kernelagent_model_spelling_is_sent_as_openai_names_it_with_one_warning() {
     let dir = tempfile::tempdir().unwrap();
-    let (base_url, requests) = serve(
+    let server = serve(
         200,
         completion("def kernel_function(a, b):\n    return a"),
         8,
     );
-    let output = run_with(dir.path(), &base_url, "provider: openai\nmodel: gpt-5-4\n");
+    let output = run_with(
+        dir.path(),
+        &server.base_url,
+        "provider: openai\nmodel: gpt-5-4\n",
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
-    let requests = requests.lock().unwrap();
+    let requests = server.bodies();
     assert!(!requests.is_empty());
-    for request in requests.iter() {
+    for request in &requests {
         let body: serde_json::Value = serde_json::from_str(request).unwrap();
         assert_eq!(body["model"], "gpt-5.4");
     }
@@ -226,10 +193,11 @@ fn a_kernelagent_model_spelling_is_sent_as_openai_names_it_with_one_warning() {
 fn a_server_that_never_answers_well_fails_the_run_after_its_first_round() {
     let dir = tempfile::tempdir().unwrap();
     let body = r#"{"error": {"message": "no such model", "type": "invalid_request_error"}}"#;
-    let (base_url, seen) = serve(400, body.to_string(), 64);
+    let server = serve(400, body.to_string(), 64);
+    let base_url = &server.base_url;
     let output = run_with(
         dir.path(),
-        &base_url,
+        base_url,
         "provider: openai_compatible\nmodel: local-kernel-model\n",
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -254,7 +222,7 @@ fn a_server_that_never_answers_well_fails_the_run_after_its_first_round() {
         "the initial kernel is kept"
     );
     assert_eq!(
-        seen.lock().unwrap().len(),
+        server.bodies().len(),
         3,
         "the analysis and the round's two proposals, each refused once (400 is not retried)"
     );

@@ -9,7 +9,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{fixtures, is_running, standin_kernel, write_executable};
+use support::standin_node::standin_kernel;
+use support::{fixtures, is_running, write_executable};
 
 fn fixture(path: &str) -> PathBuf {
     fixtures().join(path)
@@ -30,13 +31,20 @@ fn amd_node() -> tempfile::TempDir {
             asic.display()
         ),
     );
-    let kernel = root.join("kernel");
-    standin_kernel(&kernel);
-    for (name, ms) in [("01.py", "1.5"), ("02.py", "1.25")] {
-        let text =
-            format!("# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n");
-        std::fs::write(kernel.join("candidates").join(name), text).unwrap();
-    }
+    let candidates: Vec<(&str, String)> = [("01.py", "1.5"), ("02.py", "1.25")]
+        .into_iter()
+        .map(|(name, ms)| {
+            let text = format!(
+                "# standin: pass time_ms={ms}\ndef kernel_function(x):\n    return x + {ms}\n"
+            );
+            (name, text)
+        })
+        .collect();
+    let candidates: Vec<(&str, &str)> = candidates
+        .iter()
+        .map(|(name, text)| (*name, text.as_str()))
+        .collect();
+    standin_kernel(root, &candidates);
     std::fs::write(
         root.join("amd.yaml"),
         format!(

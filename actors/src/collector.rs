@@ -72,6 +72,12 @@ pub struct BestChanged {
     pub source: String,
 }
 
+/// A resumed run's records so far: the report and the run's end count them too. Nothing is
+/// written.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Seed(pub Vec<JournalRecord>);
+
 /// The last record of a run: journal it, write best_kernel.py, report.md and report.html, then
 /// answer.
 /// Answers with the first disk error of the run, if there was one. A `run_finished` that names
@@ -102,6 +108,7 @@ enum Command {
     ),
     Write(CandidateId, String, String),
     Best(String),
+    Seed(Vec<JournalRecord>),
     Folder(
         String,
         Vec<(String, String)>,
@@ -281,6 +288,11 @@ impl Writer<'_> {
                 let what = format!("{name} of candidate {candidate}");
                 let _ = self.errors.note(result, &what, self.failed);
             }
+            Command::Seed(records) => {
+                for record in &records {
+                    self.summary.observe(record);
+                }
+            }
             Command::Best(source) => {
                 let written = self.store.write_best_kernel(&source);
                 let _ = self.errors.note(written, "best_kernel.py", self.failed);
@@ -433,6 +445,14 @@ impl Handler<KeepReply> for Collector {
                 .await
                 .map(|_| ReplyFile { file, sha256 })
         })
+    }
+}
+
+impl Handler<Seed> for Collector {
+    type Result = ();
+
+    fn handle(&mut self, message: Seed, _: &mut Context<Self>) {
+        let _ = self.commands.send(Command::Seed(message.0));
     }
 }
 

@@ -17,7 +17,11 @@ use crate::model::{
 };
 use crate::profile::KernelProfile;
 
+mod history;
 mod reading;
+#[cfg(test)]
+pub(crate) mod samples;
+pub use history::{History, history};
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
 pub const SCHEMA_VERSION: u32 = 3;
@@ -97,6 +101,18 @@ pub struct DeviceDescription {
 }
 
 impl DeviceDescription {
+    /// A device of a run on one node: no node, Slurm index or agent step.
+    pub fn on_one_node(device: DeviceId, name: String, uuid: Option<String>) -> DeviceDescription {
+        DeviceDescription {
+            device,
+            name,
+            uuid,
+            node: None,
+            index: None,
+            step: None,
+        }
+    }
+
     /// `n2:1` under the Slurm launcher (its node and Slurm's index there), else the device id.
     pub fn location(&self) -> String {
         match (&self.node, self.index) {
@@ -408,6 +424,30 @@ pub enum Event {
     },
     Interrupted {
         signal: String,
+    },
+    /// This process takes up a run an earlier one left (killed, interrupted, stopped): the
+    /// search is the fold of the records before this one.
+    RunResumed {
+        /// What the previous process's journal says of its end: `killed` (no `run_finished`),
+        /// or the outcome and reason it finished with.
+        previous_end: String,
+        /// Seconds from the journal's last record to this resume: not counted in max_time.
+        gap_s: f64,
+        /// The candidates being evaluated or queued for their device when the previous process
+        /// ended: evaluated again, except one whose evaluation was under way on its device (a
+        /// verify or time step started) at that death and at the death before.
+        in_flight: Vec<CandidateId>,
+        /// The LLM requests without a reply when it ended: sent again, or answered from a reply
+        /// kept on disk (`recovered`).
+        pending_requests: Vec<String>,
+        recovered: Vec<String>,
+        /// Process groups of the dead process's children found still running, and ended.
+        orphans_ended: u32,
+        /// The journal's last line was torn (the process died writing it) and was cut off.
+        torn_line: bool,
+        /// What `--force` let change since the run started: settings, kernel files.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        forced_changes: Vec<String>,
     },
     /// A limit of the run (max_time) was reached: no more proposals are taken and those in
     /// flight are cancelled; the evaluations in flight may end (`evaluations_cancelled` false)

@@ -6,7 +6,10 @@
 //! do.
 
 mod devices;
+mod ending;
 mod llm;
+mod resume;
+mod time_limit;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -20,17 +23,18 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use crate::collector::{BestChanged, Collector, Record, RecordsFailed};
-use crate::finale::{self, FinaleJob};
 use crate::gpu_worker::GpuWorker;
-use crate::journal::{Event, RunOutcome};
+use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
-use crate::model::{CandidateId, DeviceId, RankedKernel};
+use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, SearchConfig, SearchState};
 use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 
 pub use crate::search_state::RECENT_LESSONS;
+pub use resume::{Resume, ResumeRun};
+pub use time_limit::TimeLimit;
 
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
@@ -55,6 +59,8 @@ pub struct ManagerSettings {
     pub requests_per_minute: Option<u32>,
     /// The most reflexions in flight at once (`reflexions_in_flight_for`).
     pub reflexions_in_flight: usize,
+    /// max_time, when the run has one.
+    pub time_limit: Option<TimeLimit>,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
@@ -161,6 +167,10 @@ pub struct Manager {
     dispatched_at: HashMap<(CandidateId, u32), SystemTime>,
     /// When each device gave its latest result: an evaluation queued behind another starts then.
     device_free_at: BTreeMap<DeviceId, SystemTime>,
+    /// Replies a resumed run found on disk, by request id, not yet used.
+    recovered: HashMap<String, LlmReply>,
+    /// When a run with max_time must be handed over, by the run's clock.
+    hand_over_by: Option<SystemTime>,
 }
 
 impl Manager {
@@ -193,6 +203,8 @@ impl Manager {
             asked_at: HashMap::new(),
             dispatched_at: HashMap::new(),
             device_free_at: BTreeMap::new(),
+            recovered: HashMap::new(),
+            hand_over_by: None,
         }
     }
 
@@ -262,28 +274,16 @@ impl Manager {
                 request_id,
                 context,
             } => {
-                let asked = |prompt: String| Asked::Code {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    attempt: 0,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
+                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
+                let asked = Asked::code(request_id, candidate, parent, round, 0);
                 return self.ask(self.prompts.optimization(&context), asked, ctx);
             }
             Decision::RequestRefinement {
                 request_id,
                 context,
             } => {
-                let asked = |prompt: String| Asked::Code {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    attempt: context.attempt,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
+                let (candidate, parent, round) = (context.candidate, context.parent, context.round);
+                let asked = Asked::code(request_id, candidate, parent, round, context.attempt);
                 return self.ask(self.prompts.refinement(&context), asked, ctx);
             }
             Decision::RequestReflexion {
@@ -320,65 +320,6 @@ impl Manager {
         None
     }
 
-    /// The search is over. A run that ended otherwise than as planned cancels its requests in
-    /// flight; one that completed with a best kernel runs the finale first.
-    fn finish(
-        &mut self,
-        outcome: RunOutcome,
-        reason: String,
-        best: Option<RankedKernel>,
-        initial: Option<RankedKernel>,
-        ctx: &mut Context<Self>,
-    ) {
-        if outcome != RunOutcome::Completed {
-            self.cancel_requests(&reason, ctx);
-        }
-        self.done = Some(RunDone {
-            outcome,
-            reason,
-            best: best.clone(),
-            initial_ms: initial.as_ref().map(|k| k.time_ms),
-            search: None,
-        });
-        let (RunOutcome::Completed, Some(best), Some(initial)) = (outcome, best, initial) else {
-            return;
-        };
-        let mut kernels = vec![(initial.id, initial.source)];
-        for member in self.state.beam() {
-            if kernels.iter().all(|(id, _)| *id != member.id) {
-                kernels.push((member.id, member.source));
-            }
-        }
-        let device = self.settings.devices[0];
-        let job = FinaleJob {
-            kernels,
-            profile_best: self.state.profiling() && !self.state.has_profile(best.id),
-            best,
-            device,
-            worker: self.workers[&device].clone(),
-            collector: self.collector.clone(),
-            deadline: self.settings.step_deadline,
-            final_files: self.settings.final_files.clone(),
-        };
-        self.finale_running = true;
-        let me = ctx.address();
-        ctx.spawn(
-            async move {
-                let profile = finale::run(job).await;
-                me.do_send(Input::FinaleDone(profile));
-            }
-            .into_actor(self),
-        );
-    }
-
-    /// Journals every request in flight as cancelled, saying why.
-    fn cancel_requests(&mut self, reason: &str, ctx: &mut Context<Self>) {
-        let why = format!("the run ended before the reply came ({reason})");
-        for cancelled in self.state.cancellations(&why) {
-            self.step(cancelled, ctx);
-        }
-    }
-
     /// Seconds since a request was sent, by the run's clock.
     fn seconds_since_asked(&mut self, request_id: &str) -> Option<f64> {
         let asked = self.asked_at.remove(request_id)?;
@@ -408,23 +349,6 @@ impl Manager {
         }
         event
     }
-
-    /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
-    fn handed_over(&self) -> bool {
-        !self.death_notice.armed
-    }
-
-    /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
-    fn hand_over_when_quiet(&mut self) {
-        if self.finale_running || !self.state.pending_requests().is_empty() {
-            return;
-        }
-        if let Some(mut done) = self.done.take() {
-            done.search = Some(self.state.clone());
-            self.death_notice.armed = false;
-            self.supervisor.done.do_send(done);
-        }
-    }
 }
 
 impl Actor for Manager {
@@ -435,6 +359,7 @@ impl Handler<StartRun> for Manager {
     type Result = ();
 
     fn handle(&mut self, message: StartRun, ctx: &mut Context<Self>) {
+        self.arm_time_limit(ctx);
         // The Supervisor journaled run_started: it is applied, not written again.
         let decisions = self.state.apply(&message.started);
         let mut inputs = Vec::new();
@@ -473,36 +398,5 @@ impl Handler<Input> for Manager {
                 }
             }
         }
-    }
-}
-
-impl Handler<StopRun> for Manager {
-    type Result = ();
-
-    fn handle(&mut self, message: StopRun, ctx: &mut Context<Self>) {
-        let reason = match message.why {
-            Stop::Signal(signal) => {
-                self.step(
-                    Event::Interrupted {
-                        signal: signal.clone(),
-                    },
-                    ctx,
-                );
-                format!("interrupted by {signal}")
-            }
-            Stop::Failed(reason) => {
-                self.step(
-                    Event::Stopped {
-                        reason: reason.clone(),
-                    },
-                    ctx,
-                );
-                reason
-            }
-        };
-        // A run already in its finale waits for no reply: the finale's own steps end with the
-        // children the Supervisor is ending.
-        self.cancel_requests(&reason, ctx);
-        self.hand_over_when_quiet();
     }
 }

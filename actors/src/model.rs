@@ -158,7 +158,7 @@ pub struct RankedKernel {
 }
 
 /// PyTorch's own implementations of the problem, timed like the candidates for comparison.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Reference {
     /// The problem's Model, run by PyTorch eagerly.

@@ -13,12 +13,14 @@
 //! Nothing here does I/O or reads a clock; decisions are data, and the same inputs always give
 //! the same state.
 
+mod asking;
 mod candidates;
 mod lessons;
 mod pace;
 mod pacing;
 mod preparation;
 mod requests;
+mod resume;
 #[cfg(test)]
 mod tests;
 
@@ -36,8 +38,9 @@ use crate::search::{Beam, Pacing, SearchSettings};
 use candidates::{Evaluation, ProposalReply};
 use pace::Pace;
 use pacing::Pacer;
-pub use requests::PendingRequest;
 use requests::Requests;
+pub use requests::{PendingRequest, exchange_files};
+pub use resume::TWICE_IN_FLIGHT;
 
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;
@@ -141,11 +144,25 @@ struct Candidate {
     launched_kernels: Vec<String>,
     /// How its last evaluated attempt ended, for its reflexion's lesson.
     outcome: Option<AttemptOutcome>,
+    /// How many proposals its parent got when it was asked for: its prompt says so.
+    proposals: u32,
 }
 
 impl Candidate {
     fn source(&self) -> Option<&KernelSource> {
         self.sources.last()
+    }
+
+    /// The decision to evaluate its current attempt's `source`.
+    fn evaluation(&self, id: CandidateId, source: KernelSource) -> Decision {
+        Decision::Evaluate {
+            candidate: id,
+            parent: self.parent,
+            round: self.round,
+            device: self.device,
+            attempt: self.attempt,
+            source,
+        }
     }
 }
 
@@ -158,6 +175,8 @@ struct Parent {
     profiling: bool,
     analysis: Option<Vec<AnalyzedBottleneck>>,
     analysing: bool,
+    /// The distinct bottlenecks its analysis asks for.
+    requested: u32,
     waiting: Vec<CandidateId>,
     /// The round it first became a parent in: its profile and analysis are that round's.
     round: u32,
@@ -202,6 +221,8 @@ struct Core {
     /// Why the latest failed attempt made from each parent failed; cleared by a verified one.
     previous_errors: BTreeMap<CandidateId, String>,
     reference: ReferenceTimes,
+    /// Which references have their record: a resume times the others again.
+    references_recorded: BTreeSet<Reference>,
     /// Each kernel evaluated (its token stream's key: comments and spacing aside), and the
     /// candidate that brought it first.
     evaluated_sources: HashMap<String, CandidateId>,
@@ -254,6 +275,7 @@ impl SearchState {
                 lessons: VecDeque::new(),
                 previous_errors: BTreeMap::new(),
                 reference: ReferenceTimes::default(),
+                references_recorded: BTreeSet::new(),
                 evaluated_sources: HashMap::new(),
                 verified_ms: BTreeMap::new(),
                 device_load,
@@ -276,11 +298,33 @@ impl SearchState {
     /// Folds a journal: each record applied in order, the decisions dropped (they were carried
     /// out, or are to be taken again by whoever resumes).
     pub fn rebuild<'a>(config: SearchConfig, events: impl IntoIterator<Item = &'a Event>) -> Self {
+        Self::fold(config, events).0
+    }
+
+    /// Folds a journal, and answers too the records the last input led to that the journal
+    /// does not have: the process journals an input, then the records it leads to, and may
+    /// have died in between. A resume journals them before it goes on.
+    pub fn fold<'a>(
+        config: SearchConfig,
+        events: impl IntoIterator<Item = &'a Event>,
+    ) -> (Self, Vec<Event>) {
         let mut state = SearchState::new(config);
+        let mut expected: VecDeque<Event> = VecDeque::new();
         for event in events {
-            state.apply(event);
+            if expected.front() == Some(event) {
+                expected.pop_front();
+                continue;
+            }
+            expected = state
+                .apply(event)
+                .into_iter()
+                .filter_map(|decision| match decision {
+                    Decision::Record(record) => Some(record),
+                    _ => None,
+                })
+                .collect();
         }
-        state
+        (state, expected.into())
     }
 
     /// Applies one record; what the search decides to do next comes back.
@@ -396,10 +440,13 @@ impl SearchState {
                 }
                 core.profiled(*candidate, None, &mut out);
             }
-            Event::ReferenceTimed { which, time_ms, .. } => match which {
-                Reference::Eager => core.reference.eager_ms = *time_ms,
-                Reference::Compile => core.reference.compile_ms = *time_ms,
-            },
+            Event::ReferenceTimed { which, time_ms, .. } => {
+                core.references_recorded.insert(*which);
+                match which {
+                    Reference::Eager => core.reference.eager_ms = *time_ms,
+                    Reference::Compile => core.reference.compile_ms = *time_ms,
+                }
+            }
             Event::Interrupted { signal } => core.finish(
                 RunOutcome::Interrupted,
                 format!("interrupted by {signal}"),

@@ -15,11 +15,11 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
-use crate::collector::{Collector, FinishRun, Record, RecordsFailed};
+use crate::collector::{Collector, FinishRun, Record, RecordsFailed, Seed};
 use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::{CloseBroker, LlmBroker};
-use crate::manager::{Manager, ManagerSettings, StartRun, Stop, StopRun};
+use crate::manager::{Manager, ManagerSettings, Resume, ResumeRun, StartRun, Stop, StopRun};
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{
     Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
@@ -51,8 +51,9 @@ pub type WorkPortsBuilder = Box<dyn FnOnce(WatchdogClient) -> WorkPorts>;
 
 pub struct RunPlan {
     /// `run_started`, with the initial kernel's source: journaled first, then the Manager's
-    /// first input.
+    /// first input. A resumed run journaled it long ago: `resume` says how to go on instead.
     pub started: Event,
+    pub resume: Option<Resume>,
     pub manager: ManagerSettings,
     pub max_inflight: usize,
     pub kill_grace: Duration,
@@ -159,7 +160,10 @@ impl Actor for Supervisor {
         let ports = (self.ports.take().expect("the supervisor starts once"))(WatchdogClient::new(
             watchdog.clone(),
         ));
-        collector.do_send(Record(self.plan.started.clone()));
+        match &self.plan.resume {
+            None => collector.do_send(Record(self.plan.started.clone())),
+            Some(resume) => collector.do_send(Seed(resume.records.clone())),
+        }
         self.collector = Some(collector.clone());
         self.watchdog = Some(watchdog);
         self.factory = Some(ports.evaluators);
@@ -192,9 +196,12 @@ impl Actor for Supervisor {
             clock,
         )
         .start();
-        manager.do_send(StartRun {
-            started: self.plan.started.clone(),
-        });
+        match self.plan.resume.take() {
+            None => manager.do_send(StartRun {
+                started: self.plan.started.clone(),
+            }),
+            Some(resume) => manager.do_send(ResumeRun(resume)),
+        }
         self.manager = Some(manager);
     }
 }

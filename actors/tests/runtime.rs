@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use actix::Actor;
-use actors::journal::{Event, JournalRecord, RunOutcome, Step};
-use actors::manager::ManagerSettings;
+use actors::journal::{Event, JournalRecord, RunOutcome, Step, history};
+use actors::manager::{ManagerSettings, Resume, TimeLimit};
 use actors::model::{
     CandidateId, DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
@@ -310,6 +310,9 @@ enum Reflexions {
 /// last two consumes a scripted answer, as with the replay provider.
 struct ScriptedLlm {
     answers: RefCell<VecDeque<(When, Result<&'static str, LlmError>)>>,
+    /// Answers every request for code at once with the code of its request id, whatever the
+    /// order requests come in: a run and its resume get the same answers.
+    by_request: Option<fn(&str) -> String>,
     analysis: &'static str,
     reflexions: Reflexions,
     milestones: Milestones,
@@ -377,6 +380,10 @@ impl LlmProvider for ScriptedLlm {
             }
             RequestKind::Optimize | RequestKind::Refine => {}
         }
+        if let Some(by_request) = self.by_request {
+            let code = by_request(&request.request_id);
+            return Box::pin(async move { Ok(code_reply(code)) });
+        }
         let next = self.answers.borrow_mut().pop_front();
         self.code_requests.send_modify(|n| *n += 1);
         let mut code_requests = self.code_requests.subscribe();
@@ -404,15 +411,18 @@ impl LlmProvider for ScriptedLlm {
                     let _ = finished.wait_for(|n| *n >= count).await;
                 }
             }
-            let code = answer?;
-            Ok(LlmReply {
-                text: code.into(),
-                code: Some(KernelSource::new(code)),
-                truncated: false,
-                usage: None,
-                cost_usd: None,
-            })
+            Ok(code_reply(answer?.to_string()))
         })
+    }
+}
+
+fn code_reply(code: String) -> LlmReply {
+    LlmReply {
+        text: code.clone(),
+        code: Some(KernelSource::new(code)),
+        truncated: false,
+        usage: None,
+        cost_usd: None,
     }
 }
 
@@ -472,6 +482,11 @@ struct Scenario {
     /// Sent to the Supervisor once this many candidates have finished (the initial kernel
     /// counted).
     interrupt_after: Option<usize>,
+    /// See `ScriptedLlm::by_request`.
+    answer_by_request: Option<fn(&str) -> String>,
+    /// Go on from these records, as `kactors resume` does from a dead process's journal.
+    resume_from: Option<Vec<JournalRecord>>,
+    time_limit: Option<TimeLimit>,
 }
 
 impl Default for Scenario {
@@ -490,6 +505,9 @@ impl Default for Scenario {
             store: StoreFault::None,
             panicking_manager: false,
             interrupt_after: None,
+            answer_by_request: None,
+            resume_from: None,
+            time_limit: None,
         }
     }
 }
@@ -512,6 +530,7 @@ fn now() -> When {
 /// A run, with what its fakes saw.
 struct Ran {
     result: RunResult,
+    records: Vec<JournalRecord>,
     events: Vec<Event>,
     prompts: Rc<RecordingPrompts>,
     requests: Vec<LlmRequest>,
@@ -529,7 +548,25 @@ fn run(scenario: Scenario) -> (RunResult, Vec<Event>) {
 }
 
 fn run_recorded(scenario: Scenario) -> Ran {
-    let journal: Journal = Arc::default();
+    let journal: Journal = Arc::new(Mutex::new(scenario.resume_from.clone().unwrap_or_default()));
+    let resume = scenario.resume_from.map(|records| {
+        let history = history(&records).expect("a resume starts from some records");
+        Resume {
+            records,
+            in_flight_at_two_deaths: history.in_flight_at_two_deaths,
+            resumed: Event::RunResumed {
+                previous_end: history.previous_end,
+                gap_s: 0.0,
+                in_flight: Vec::new(),
+                pending_requests: Vec::new(),
+                recovered: Vec::new(),
+                orphans_ended: 0,
+                torn_line: false,
+                forced_changes: Vec::new(),
+            },
+            recovered: HashMap::new(),
+        }
+    });
     let milestones = Milestones::new();
     let best_written = Arc::new(Mutex::new(Vec::new()));
     let reports = Arc::new(Mutex::new(Vec::new()));
@@ -570,7 +607,9 @@ fn run_recorded(scenario: Scenario) -> Ran {
             final_files: Vec::new(),
             requests_per_minute: None,
             reflexions_in_flight: 8,
+            time_limit: scenario.time_limit,
         },
+        resume,
         max_inflight: scenario.max_inflight,
         kill_grace: Duration::from_millis(10),
         restart_budget: 2,
@@ -586,6 +625,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     let mut finished = milestones.finished.subscribe();
     let llm = ScriptedLlm {
         answers: RefCell::new(scenario.answers.into()),
+        by_request: scenario.answer_by_request,
         analysis: scenario.analysis,
         reflexions: scenario.reflexions,
         milestones,
@@ -623,12 +663,8 @@ fn run_recorded(scenario: Scenario) -> Ran {
             .expect("the run ends within 20 s: nothing waits for an answer that never comes")
             .expect("the supervisor answers")
     });
-    let events: Vec<Event> = journal
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|r| r.event.clone())
-        .collect();
+    let records: Vec<JournalRecord> = journal.lock().unwrap().clone();
+    let events: Vec<Event> = records.iter().map(|r| r.event.clone()).collect();
     if store_fault == StoreFault::None {
         assert_the_journal_folds_to_the_live_state(search_config, &events, &result);
     }
@@ -638,6 +674,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     let reports = reports.lock().unwrap().clone();
     Ran {
         result,
+        records,
         events,
         prompts,
         requests,
@@ -1890,4 +1927,283 @@ fn a_steady_search_rewrites_the_report_every_n_times_m_candidates() {
         ..steady(beam(1, 2, 3), 3)
     });
     assert_rewritten_after_each_of_three_rounds_and_at_the_end(&ran);
+}
+
+/// The code a request for code gets, from its id alone: a time between 1 and 9 ms, and one
+/// request in five fails verification (so refinements are asked for).
+fn code_of_request(request_id: &str) -> String {
+    let hash = request_id.bytes().fold(7u32, |hash, byte| {
+        hash.wrapping_mul(31).wrapping_add(u32::from(byte))
+    });
+    if hash % 5 == 0 {
+        format!("def kernel_function(): pass # fail {request_id}")
+    } else {
+        format!(
+            "def kernel_function(): return 'ms={}' # {request_id}",
+            1 + hash % 9
+        )
+    }
+}
+
+/// Two devices, refinements and lessons, answers by request: a run a resume can repeat.
+fn resumable(search: SearchSettings, pacing: Pacing) -> Scenario {
+    Scenario {
+        devices: 2,
+        search,
+        pacing,
+        max_refinements: 1,
+        reflexions: Reflexions::Lessons,
+        answer_by_request: Some(code_of_request),
+        ..Scenario::default()
+    }
+}
+
+/// What a run found: each candidate's end (passed, time), the best, the final beam.
+#[derive(Debug, PartialEq)]
+struct Findings {
+    ends: Vec<(u64, bool, Option<String>)>,
+    best: Option<u64>,
+    beam: Vec<u64>,
+}
+
+fn findings(ran: &Ran) -> Findings {
+    let mut ends: Vec<(u64, bool, Option<String>)> = ran
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::CandidateFinished {
+                candidate,
+                passed,
+                time_ms,
+                ..
+            } => Some((candidate.0, *passed, time_ms.map(|ms| format!("{ms:.4}")))),
+            _ => None,
+        })
+        .collect();
+    ends.sort_by_key(|end| end.0);
+    let best = ran.result.best.as_ref().map(|kernel| kernel.id.0);
+    let beam = ran
+        .result
+        .search
+        .as_ref()
+        .map(|state| state.beam().iter().map(|kernel| kernel.id.0).collect())
+        .unwrap_or_default();
+    Findings { ends, best, beam }
+}
+
+fn assert_no_answered_request_is_sent_again(at: &str, before: &[JournalRecord], resumed: &Ran) {
+    let answered: Vec<&str> = before
+        .iter()
+        .filter_map(|record| match &record.event {
+            Event::ProposalReceived { request_id, .. }
+            | Event::AnalysisReceived { request_id, .. }
+            | Event::ReflexionReceived { request_id, .. } => Some(request_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    for request in &resumed.requests {
+        assert!(
+            !answered.contains(&request.request_id.as_str()),
+            "{at}: request {} was answered before and sent again",
+            request.request_id
+        );
+    }
+}
+
+/// Issue 13: a process that dies at any record, resumed from the records it journaled, ends as
+/// the run left alone: the same candidates with the same results, the same best kernel and
+/// beam; nothing with a result in the journal is evaluated again, and no answered request is
+/// sent again.
+#[test]
+fn a_run_resumed_after_a_death_at_any_record_ends_as_the_run_left_alone() {
+    let scenario = || resumable(beam(2, 2, 2), Pacing::Rounds);
+    let alone = run_recorded(scenario());
+    assert_eq!(alone.result.outcome, RunOutcome::Completed);
+    let expected = findings(&alone);
+    assert!(
+        expected.ends.iter().any(|end| !end.1) && expected.ends.len() > 5,
+        "the scenario has failures and several candidates: {expected:?}"
+    );
+    for death in 1..alone.records.len() {
+        let before = &alone.records[..death];
+        let resumed = run_recorded(Scenario {
+            resume_from: Some(before.to_vec()),
+            ..scenario()
+        });
+        let at = format!(
+            "died before record {death} ({:?})",
+            alone.records[death].event
+        );
+        assert_eq!(resumed.result.outcome, RunOutcome::Completed, "{at}");
+        assert_eq!(findings(&resumed), expected, "{at}");
+        let after = &resumed.events[death..];
+        let evaluated = |events: &[Event]| -> Vec<(u64, u32)> {
+            events
+                .iter()
+                .filter_map(|event| match event {
+                    Event::Evaluated {
+                        candidate, attempt, ..
+                    } => Some((candidate.0, *attempt)),
+                    _ => None,
+                })
+                .collect()
+        };
+        for again in evaluated(after) {
+            assert!(
+                !evaluated(&resumed.events[..death]).contains(&again),
+                "{at}: candidate {} attempt {} was evaluated again",
+                again.0,
+                again.1
+            );
+        }
+        assert_no_answered_request_is_sent_again(&at, before, &resumed);
+    }
+}
+
+/// Issue 13: steady search depends on the order answers and results arrive in, so a resumed
+/// one is held to invariants instead of equality: whatever record the process died at, nothing
+/// with a result is evaluated again, no answered request is sent again, the beam holds the
+/// fastest verified kernels of every candidate evaluated before and after the death, and the
+/// run makes no more candidates than it may.
+#[test]
+fn a_steady_search_resumed_after_a_death_at_any_record_keeps_its_invariants() {
+    let scenario = || resumable(beam(2, 2, 3), Pacing::Steady { max_inflight: 3 });
+    let alone = run_recorded(scenario());
+    assert_eq!(alone.result.outcome, RunOutcome::Completed);
+    let most = 2 * 2 * 3;
+    for death in (1..alone.records.len()).step_by(3) {
+        let before = &alone.records[..death];
+        let resumed = run_recorded(Scenario {
+            resume_from: Some(before.to_vec()),
+            ..scenario()
+        });
+        let at = format!("died before record {death}");
+        assert_eq!(resumed.result.outcome, RunOutcome::Completed, "{at}");
+        let mut evaluated = std::collections::BTreeSet::new();
+        let mut times = Vec::new();
+        let mut planned = 0;
+        for event in &resumed.events {
+            match event {
+                Event::Evaluated {
+                    candidate, attempt, ..
+                } => assert!(
+                    evaluated.insert((candidate.0, *attempt)),
+                    "{at}: candidate {candidate} attempt {attempt} evaluated twice"
+                ),
+                Event::CandidateFinished {
+                    passed: true,
+                    time_ms: Some(ms),
+                    duplicate_of: None,
+                    ..
+                } => times.push(*ms),
+                Event::CandidatePlanned { .. } => planned += 1,
+                _ => {}
+            }
+        }
+        assert!(planned <= most, "{at}: {planned} candidates planned");
+        times.sort_by(f64::total_cmp);
+        let mut beam: Vec<f64> = resumed
+            .result
+            .search
+            .as_ref()
+            .map(|state| state.beam().iter().map(|kernel| kernel.time_ms).collect())
+            .unwrap_or_default();
+        beam.sort_by(f64::total_cmp);
+        assert_eq!(
+            beam,
+            times[..beam.len()],
+            "{at}: the beam is not the fastest"
+        );
+        assert_eq!(beam.len(), 2.min(times.len()), "{at}");
+        assert_no_answered_request_is_sent_again(&at, before, &resumed);
+    }
+}
+
+fn time_limit(remaining_ms: u64, finale_reserve_ms: u64) -> TimeLimit {
+    TimeLimit {
+        label: format!("{remaining_ms}ms"),
+        remaining: Duration::from_millis(remaining_ms),
+        evaluation_grace: Duration::from_millis(300),
+        finale_reserve: Duration::from_millis(finale_reserve_ms),
+        exit_margin: Duration::from_millis(200),
+    }
+}
+
+/// Issue 13: with max_time, proposals stop early enough for the evaluations' grace, the finale
+/// and the exit; the run ends as planned, by the limit, with the limit as its reason.
+#[test]
+fn max_time_stops_the_search_in_time_for_the_finale_and_ends_it_as_planned() {
+    let started = std::time::Instant::now();
+    let ran = run_recorded(Scenario {
+        search: beam(1, 2, 5),
+        answers: vec![(When::After(Duration::from_secs(60)), Ok("# ms=1")); 2],
+        time_limit: Some(time_limit(1500, 300)),
+        ..Scenario::default()
+    });
+    let took = started.elapsed();
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    assert_eq!(ran.result.reason, "max_time (1500ms) reached");
+    assert!(took < Duration::from_millis(1500), "the run took {took:?}");
+    let limits: Vec<bool> = ran
+        .events
+        .iter()
+        .filter_map(|event| match event {
+            Event::LimitReached {
+                limit,
+                evaluations_cancelled,
+                ..
+            } if limit == "max_time" => Some(*evaluations_cancelled),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(limits, [false]);
+    let cancelled = ran.events.iter().filter(|event| {
+        matches!(event, Event::ProposalReceived { error: Some(error), .. } if error.contains("max_time (1500ms) reached"))
+    });
+    assert_eq!(
+        cancelled.count(),
+        2,
+        "both proposals in flight were cancelled"
+    );
+    assert!(
+        ran.events
+            .iter()
+            .any(|event| matches!(event, Event::FinalTimed { .. })),
+        "the finale ran"
+    );
+}
+
+/// Issue 13: a finale that would not end by max_time is skipped, and the reason says so: a
+/// resumed run whose earlier processes spent nearly all of max_time.
+#[test]
+fn a_finale_that_would_not_fit_in_max_time_is_skipped_and_said_so() {
+    let scenario = || Scenario {
+        search: beam(1, 1, 3),
+        answer_by_request: Some(code_of_request),
+        ..Scenario::default()
+    };
+    let alone = run_recorded(scenario());
+    let first_round = alone
+        .records
+        .iter()
+        .position(|record| matches!(record.event, Event::RoundFinished { .. }))
+        .expect("a round finished");
+    let started = std::time::Instant::now();
+    let ran = run_recorded(Scenario {
+        resume_from: Some(alone.records[..=first_round].to_vec()),
+        time_limit: Some(time_limit(1000, 1500)),
+        ..scenario()
+    });
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    assert_eq!(
+        ran.result.reason,
+        "max_time (1000ms) reached; the finale was skipped: it would not end by max_time"
+    );
+    assert!(
+        !ran.events
+            .iter()
+            .any(|event| matches!(event, Event::FinalTimed { .. })),
+        "no finale"
+    );
 }

@@ -6,7 +6,7 @@ use crate::config::CliOverrides;
 use crate::console;
 
 use super::CommandError;
-use super::launch::{AgentInputs, launches_on_slurm, list_on_allocation};
+use super::placement::{AgentInputs, launches_on_slurm, list_on_allocation};
 use super::settings::load_strategy;
 
 /// `kactors devices`: what a run with the strategy would use. Only the selection: no GPU is

@@ -36,6 +36,26 @@ pub const MAX_INFLIGHT: RangeInclusive<u32> = 1..=1024;
 /// so their size is paid for in tokens on every request.
 pub const MAX_SOURCE_BYTES: RangeInclusive<u64> = 1..=64 * 1024 * 1024;
 
+/// `max_time` (`--max-time`): how long a run may take, in the humantime syntax (`8h`,
+/// `1h 30m`), from a second to a week.
+pub const MAX_TIME_S: RangeInclusive<u64> = 1..=604_800;
+
+/// `max_candidates` (`--max-candidates`): the candidates a run makes, at most.
+pub const MAX_CANDIDATES: RangeInclusive<u64> = 1..=10_000_000;
+
+/// A `max_time` as written (`8h`, `90m`, `1h 30m`): its duration, or why it is not one.
+pub fn parse_max_time(text: &str) -> Result<std::time::Duration, String> {
+    let duration = humantime::parse_duration(text.trim()).map_err(|error| {
+        format!("expected a duration such as 8h or 1h 30m, found \"{text}\" ({error})")
+    })?;
+    if !MAX_TIME_S.contains(&duration.as_secs()) {
+        return Err(format!(
+            "expected a duration from 1 s to 7 days, found \"{text}\""
+        ));
+    }
+    Ok(duration)
+}
+
 /// `max_source_bytes` when not set: 1 MiB.
 pub const DEFAULT_MAX_SOURCE_BYTES: u64 = 1024 * 1024;
 
@@ -98,12 +118,33 @@ mod tests {
                 MAX_SOURCE_BYTES.start(),
                 MAX_SOURCE_BYTES.end()
             ),
+            "| `max_time` (`--max-time`) | 1 s to 7 days (`8h`, `1h 30m`) |".to_string(),
+            format!(
+                "| `max_candidates` (`--max-candidates`) | {} to {} |",
+                MAX_CANDIDATES.start(),
+                MAX_CANDIDATES.end()
+            ),
         ];
         for bound in documented {
             assert!(
                 readme.contains(&bound),
                 "README.md's Ranges table lacks {bound:?}"
             );
+        }
+    }
+
+    #[test]
+    fn max_time_takes_humantime_durations_within_a_week() {
+        assert_eq!(
+            parse_max_time("8h"),
+            Ok(std::time::Duration::from_secs(8 * 3600))
+        );
+        assert_eq!(
+            parse_max_time("1h 30m"),
+            Ok(std::time::Duration::from_secs(5400))
+        );
+        for bad in ["8 hours please", "0s", "8d", "1e300", ""] {
+            assert!(parse_max_time(bad).is_err(), "{bad}");
         }
     }
 

@@ -5,20 +5,28 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use actors::manager::TimeLimit;
 use actors::search::{Pacing, SearchKind, SearchSettings};
 use serde::Serialize;
 
-use super::ranges::{DEFAULT_MAX_SOURCE_BYTES, MAX_CANDIDATES_PER_ROUND, NOOP_WORKERS};
+use super::ranges::{
+    DEFAULT_MAX_SOURCE_BYTES, MAX_CANDIDATES, MAX_CANDIDATES_PER_ROUND, NOOP_WORKERS,
+    parse_max_time,
+};
 use super::schema::{ConfigError, ConfigFile, PlatformSpec};
 use super::strategies::StrategyFile;
 use crate::llm::LlmKeys;
 use crate::vendor::{Platform, PlatformRequest, Vendor};
 
-/// What the command line overrides.
-#[derive(Clone, Debug, Default)]
+/// What the command line overrides. run.yaml keeps it (`invocation`), for `kactors resume`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct CliOverrides {
     pub workers: Option<u32>,
     pub max_rounds: Option<u32>,
+    /// `--max-time`, as written.
+    pub max_time: Option<String>,
+    pub max_candidates: Option<u64>,
     pub provider: Option<String>,
     pub python: Option<PathBuf>,
 }
@@ -60,6 +68,8 @@ pub const DEFAULT_AGENT_TIMEOUT_S: f64 = 30.0;
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSettings {
     pub strategy: String,
+    /// How long the run may take, as written (`8h`): `max_time()` is the duration.
+    pub max_time: Option<String>,
     pub config_file: String,
     pub platform: PlatformRequest,
     pub profiler_enabled: bool,
@@ -109,6 +119,7 @@ pub struct SearchSettingsRecord {
     pub num_bottlenecks: u32,
     pub max_rounds: u32,
     pub max_no_improvement: Option<u32>,
+    pub max_candidates: Option<u64>,
 }
 
 impl RunSettings {
@@ -123,7 +134,7 @@ impl RunSettings {
             num_bottlenecks: self.search.num_bottlenecks,
             max_rounds: self.search.max_rounds,
             max_no_improvement: self.search.max_no_improvement,
-            max_candidates: None,
+            max_candidates: self.search.max_candidates,
         }
     }
 
@@ -144,6 +155,42 @@ impl RunSettings {
             Some(Vendor::Nvidia) | None => 30.0,
         };
         Duration::from_secs_f64(self.test_timeout_s.unwrap_or(default))
+    }
+
+    /// How long the run may take (max_time), when it is limited.
+    pub fn max_time(&self) -> Option<Duration> {
+        self.max_time
+            .as_deref()
+            .and_then(|text| parse_max_time(text).ok())
+    }
+
+    /// max_time as the Manager keeps it, for a run whose earlier processes spent `spent` of it.
+    /// Before the limit it keeps free: for an evaluation in flight to end, two steps (verify
+    /// and time: 2 × test_timeout on a GPU, 2 × noop_eval_s + 1 s on noop); for the finale,
+    /// three (timing the beam, the profile, the user's test: 3 × test_timeout, or
+    /// 4 × noop_eval_s + 1 s); for the shutdown, kill_grace_s + 2 s.
+    pub fn time_limit(&self, platform: Platform, spent: Duration) -> Option<TimeLimit> {
+        let limit = self.max_time()?;
+        let (evaluation_grace, finale_reserve) = match platform {
+            Platform::Noop => {
+                let step = Duration::from_secs_f64(self.noop_eval_s);
+                (
+                    2 * step + Duration::from_secs(1),
+                    4 * step + Duration::from_secs(1),
+                )
+            }
+            Platform::Vendor(vendor) => {
+                let step = self.test_timeout(Some(vendor));
+                (2 * step, 3 * step)
+            }
+        };
+        Some(TimeLimit {
+            label: self.max_time.clone().unwrap_or_default(),
+            remaining: limit.saturating_sub(spent),
+            evaluation_grace,
+            finale_reserve,
+            exit_margin: Duration::from_secs_f64(self.kill_grace_s) + Duration::from_secs(2),
+        })
     }
 
     pub fn to_yaml(&self) -> String {
@@ -241,7 +288,24 @@ pub fn resolve(
         } else {
             strategy.max_no_improvement
         },
+        max_candidates: cli.max_candidates.or(config.max_candidates),
     };
+    if let Some(text) = &cli.max_time {
+        parse_max_time(text).map_err(|message| ConfigError::InvalidFlag {
+            flag: "--max-time",
+            message,
+        })?;
+    }
+    if let Some(count) = cli.max_candidates.filter(|n| !MAX_CANDIDATES.contains(n)) {
+        return Err(ConfigError::InvalidFlag {
+            flag: "--max-candidates",
+            message: format!(
+                "expected a whole number from {} to {}, found {count}",
+                MAX_CANDIDATES.start(),
+                MAX_CANDIDATES.end()
+            ),
+        });
+    }
     let provider = cli.provider.clone().or_else(|| config.provider.clone());
     let llm = match provider.as_deref() {
         Some("replay") => LlmChoice::Replay {
@@ -284,6 +348,7 @@ pub fn resolve(
     }
     Ok(RunSettings {
         strategy: file.name.clone(),
+        max_time: cli.max_time.clone().or_else(|| config.max_time.clone()),
         config_file: name.clone(),
         platform,
         profiler_enabled,
@@ -363,12 +428,42 @@ mod tests {
     }
 
     #[test]
+    fn max_time_keeps_room_for_the_evaluations_the_finale_and_the_exit() {
+        let nvidia = settings(
+            "max_time: 1h\ntest_timeout_s: 20\nkill_grace_s: 3\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        let limit = nvidia
+            .time_limit(Platform::Vendor(Vendor::Nvidia), Duration::from_secs(600))
+            .unwrap();
+        assert_eq!(limit.label, "1h");
+        assert_eq!(limit.remaining, Duration::from_secs(3000));
+        assert_eq!(limit.evaluation_grace, Duration::from_secs(40));
+        assert_eq!(limit.finale_reserve, Duration::from_secs(60));
+        assert_eq!(limit.exit_margin, Duration::from_secs(5));
+        let spent_it_all = nvidia
+            .time_limit(Platform::Vendor(Vendor::Nvidia), Duration::from_secs(7200))
+            .unwrap();
+        assert_eq!(spent_it_all.remaining, Duration::ZERO);
+
+        let noop = settings("max_time: 30s\nnoop_eval_s: 0.5\n", CliOverrides::default()).unwrap();
+        let limit = noop.time_limit(Platform::Noop, Duration::ZERO).unwrap();
+        assert_eq!(limit.evaluation_grace, Duration::from_secs(2));
+        assert_eq!(limit.finale_reserve, Duration::from_secs(3));
+        assert_eq!(limit.exit_margin, Duration::from_secs(7));
+        let unlimited = settings("", CliOverrides::default()).unwrap();
+        assert_eq!(unlimited.time_limit(Platform::Noop, Duration::ZERO), None);
+    }
+
+    #[test]
     fn the_command_line_overrides_the_file() {
         let cli = CliOverrides {
             workers: Some(2),
             max_rounds: Some(1),
             provider: Some("replay".into()),
             python: Some("/venv/bin/python".into()),
+            ..CliOverrides::default()
         };
         let run = settings("num_workers: 8\nmax_rounds: 9\nprovider: openai\n", cli).unwrap();
         assert_eq!(run.num_workers, Some(2));

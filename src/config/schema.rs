@@ -15,8 +15,8 @@ use crate::llm::LlmKeys;
 use crate::vendor::{Platform, Vendor};
 
 use super::ranges::{
-    BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_DURATION_S, MAX_INFLIGHT, MAX_REFINEMENTS,
-    MAX_SOURCE_BYTES, SEARCH_FACTOR, max_duration_words,
+    BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_CANDIDATES, MAX_DURATION_S, MAX_INFLIGHT,
+    MAX_REFINEMENTS, MAX_SOURCE_BYTES, SEARCH_FACTOR, max_duration_words, parse_max_time,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +89,9 @@ pub struct ConfigFile {
     pub model: Option<String>,
     pub high_reasoning_effort: Option<bool>,
     pub max_rounds: Option<u32>,
+    /// How long the run may take, as written (`8h`); checked when read.
+    pub max_time: Option<String>,
+    pub max_candidates: Option<u64>,
     pub gpu_name: Option<String>,
     pub benchmark_warmup: Option<u32>,
     pub benchmark_repeat: Option<u32>,
@@ -138,6 +141,8 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "openai_model",
     "high_reasoning_effort",
     "max_rounds",
+    "max_time",
+    "max_candidates",
     "gpu_name",
     "benchmark_warmup",
     "benchmark_repeat",
@@ -537,6 +542,18 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 config.high_reasoning_effort = Some(reader.value(key, value, "true or false")?)
             }
             "max_rounds" => config.max_rounds = Some(reader.positive(key, value)?),
+            "max_time" => {
+                let text: String = reader.value(key, value, "a duration such as 8h")?;
+                parse_max_time(&text).map_err(|message| ConfigError::InvalidValue {
+                    file: file.to_string(),
+                    key: key.to_string(),
+                    message,
+                })?;
+                config.max_time = Some(text);
+            }
+            "max_candidates" => {
+                config.max_candidates = Some(reader.whole(key, value, MAX_CANDIDATES)?)
+            }
             "gpu_name" => config.gpu_name = Some(reader.value(key, value, "a GPU name")?),
             "benchmark_warmup" => {
                 config.benchmark_warmup = Some(reader.whole(key, value, BENCHMARK_WARMUP)?)

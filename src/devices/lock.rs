@@ -1,26 +1,11 @@
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
-
-use nix::errno::Errno;
-use nix::fcntl::{Flock, FlockArg};
+use std::path::Path;
 
 use super::device::{Device, DeviceKind};
 use super::error::DeviceError;
+use crate::process::pid_lock::{Locked, PidLock, try_lock};
 
-/// An advisory lock on one GPU, held until dropped or until the process ends (the kernel
-/// releases a flock with its last descriptor, so a killed run never leaves a GPU locked).
-#[derive(Debug)]
-pub struct GpuLock {
-    path: PathBuf,
-    _file: Flock<File>,
-}
-
-impl GpuLock {
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
+/// An advisory lock on one GPU, held until dropped or until the process ends.
+pub type GpuLock = PidLock;
 
 #[derive(Debug)]
 pub struct LockedDevice {
@@ -64,40 +49,17 @@ pub fn lock_devices(lock_dir: &Path, devices: Vec<Device>) -> Result<DeviceLocks
             path: path.clone(),
             source,
         };
-        // Lock files are never removed: removing one while another run opens it would let
-        // two runs lock different files for the same GPU.
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(lock_file_error)?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(mut file) => {
-                file.set_len(0)
-                    .and_then(|()| write!(file, "{}", std::process::id()))
-                    .map_err(lock_file_error)?;
-                let lock = GpuLock { path, _file: file };
-                locks.locked.push(LockedDevice {
-                    device,
-                    lock: Some(lock),
-                });
-            }
-            Err((mut file, errno)) if errno == Errno::EWOULDBLOCK => {
-                let mut holder = String::new();
-                let holder = match file.read_to_string(&mut holder) {
-                    Ok(_) if !holder.trim().is_empty() => format!("pid {}", holder.trim()),
-                    _ => "pid unknown".to_string(),
-                };
-                locks.warnings.push(format!(
-                    "GPU {} ({key}) is in use by another kactors run ({holder}, lock file {}); \
-                     it is left out",
-                    device.id,
-                    path.display()
-                ));
-            }
-            Err((_, errno)) => return Err(lock_file_error(std::io::Error::from(errno))),
+        match try_lock(&path).map_err(lock_file_error)? {
+            Locked::Held(lock) => locks.locked.push(LockedDevice {
+                device,
+                lock: Some(lock),
+            }),
+            Locked::Busy { holder } => locks.warnings.push(format!(
+                "GPU {} ({key}) is in use by another kactors run ({holder}, lock file {}); \
+                 it is left out",
+                device.id,
+                path.display()
+            )),
         }
     }
     Ok(locks)

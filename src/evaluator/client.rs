@@ -21,9 +21,7 @@ use super::protocol::{
     Startup, TimeOutcome as TimedReply, parse_incoming, parse_startup,
 };
 use crate::devices::Pin;
-use crate::process::{
-    ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn, terminate_with_grace,
-};
+use crate::process::{ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn};
 
 /// What every evaluator child of a run shares.
 #[derive(Clone, Debug)]
@@ -555,13 +553,20 @@ impl DeviceEvaluator for PythonEvaluator {
                 .requests
                 .send_line(Request::Shutdown { id: self.next_id }.to_line().trim_end())
                 .await;
-            let grace = self.setup.kill_grace;
-            if tokio::time::timeout(grace, session.child.wait())
+            // An evaluator that does not exit within the grace is ended by the Watchdog, like
+            // every child of a run; with the Watchdog already gone, dropping the session kills
+            // its group.
+            let group = GroupId(session.child.group().id().as_raw());
+            let label = format!("the evaluator of device {} at shutdown", self.device);
+            let Some(watch) = self
+                .watchdog
+                .watch(group, self.setup.kill_grace, label)
                 .await
-                .is_err()
-            {
-                let _ = terminate_with_grace(&mut session.child, grace).await;
-            }
+            else {
+                return;
+            };
+            let _ = session.child.wait().await;
+            self.watchdog.release(watch).await;
         })
     }
 }

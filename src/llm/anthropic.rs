@@ -120,20 +120,14 @@ mod tests {
     use super::*;
     use crate::llm::attempt::RetryCause;
     use crate::llm::request::{ChatMessage, RequestKind, Usage};
-    use crate::llm::settings::{LlmKeys, RawLlmConfig, resolve};
+    use crate::llm::settings::{LlmKeys, RawLlmConfig};
 
     fn settings(raw: RawLlmConfig) -> LlmSettings {
-        resolve(&raw, &|name: &str| {
-            (name == "ANTHROPIC_API_KEY").then(|| "sk-ant-test".to_string())
-        })
-        .unwrap()
+        raw.resolve_with("ANTHROPIC_API_KEY", "sk-ant-test")
     }
 
     fn model(model: &str) -> RawLlmConfig {
-        RawLlmConfig {
-            model: Some(model.to_string()),
-            ..RawLlmConfig::default()
-        }
+        RawLlmConfig::for_model(model)
     }
 
     fn request() -> ChatRequest {

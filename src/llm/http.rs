@@ -402,10 +402,7 @@ mod tests {
     }
 
     fn model(model: &str) -> RawLlmConfig {
-        RawLlmConfig {
-            model: Some(model.to_string()),
-            ..RawLlmConfig::default()
-        }
+        RawLlmConfig::for_model(model)
     }
 
     fn request(id: &str) -> ChatRequest {

@@ -356,6 +356,14 @@ impl Budget {
         };
     }
 
+    /// A resumed run: what the run's earlier processes spent counts against the limit. Not a
+    /// request of this process: the totals' request and token counts stay its own.
+    pub fn count_earlier_spend(&mut self, cost_usd: f64) {
+        if cost_usd.is_finite() && cost_usd > 0.0 {
+            self.spent.cost_usd += cost_usd;
+        }
+    }
+
     pub fn in_flight_usd(&self) -> f64 {
         self.in_flight_usd
     }
@@ -536,6 +544,19 @@ mod tests {
         budget.release(second);
         assert_eq!(budget.in_flight_usd(), 0.0);
         assert_eq!(budget.spent().requests, 1);
+    }
+
+    #[test]
+    fn a_resumed_run_counts_what_its_earlier_processes_spent() {
+        let mut budget = Budget::limited(price(1.0, 1.0), 0.5);
+        budget.count_earlier_spend(0.35);
+        budget.count_earlier_spend(f64::NAN);
+        budget.count_earlier_spend(-1.0);
+        assert!((budget.spent().cost_usd - 0.35).abs() < 1e-12);
+        assert_eq!(budget.spent().requests, 0);
+        // $0.20 more would take the run to $0.55.
+        let refusal = budget.try_reserve("a", 1, 100_000, 100_000).unwrap_err();
+        assert!((refusal.spent_usd - 0.35).abs() < 1e-12);
     }
 
     #[test]

@@ -26,6 +26,16 @@ pub struct HttpLlm {
 }
 
 impl HttpLlm {
+    /// A resumed run's provider: the dollars its earlier processes spent count against
+    /// budget_usd.
+    pub fn counting_earlier_spend(self, cost_usd: f64) -> Self {
+        self.accounting
+            .borrow_mut()
+            .budget
+            .count_earlier_spend(cost_usd);
+        self
+    }
+
     pub fn new(provider: HttpProvider, policy: RetryPolicy) -> Self {
         let accounting = Accounting {
             limiter: RateLimiter::for_settings(provider.settings()),

@@ -363,6 +363,25 @@ pub struct RawLlmConfig {
     pub keys: LlmKeys,
 }
 
+#[cfg(test)]
+impl RawLlmConfig {
+    /// A configuration that names only `model`.
+    pub(crate) fn for_model(model: &str) -> RawLlmConfig {
+        RawLlmConfig {
+            model: Some(model.to_string()),
+            ..RawLlmConfig::default()
+        }
+    }
+
+    /// Resolved with one variable set in the environment, the provider's key.
+    pub(crate) fn resolve_with(&self, variable: &str, value: &str) -> LlmSettings {
+        resolve(self, &|name: &str| {
+            (name == variable).then(|| value.to_string())
+        })
+        .expect("a test configuration resolves")
+    }
+}
+
 /// The LLM keys of a strategy file: `config/schema.rs` reads each from the YAML (type and
 /// range), run.yaml records them as read, and [`resolve`] checks them against the model table
 /// once the provider is known.

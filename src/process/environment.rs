@@ -2,6 +2,20 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// The variable every child of a run carries, set to the run's folder: a resumed run finds by
+/// it the children a killed process left, grandchildren included (they inherit it).
+pub const RUN_MARKER: &str = "KACTORS_RUN_DIR";
+
+static RUN_DIRECTORY: OnceLock<OsString> = OnceLock::new();
+
+/// Marks every child this process starts from now on as a child of the run in `root`. `run`
+/// and `resume` call it once, before any child starts; the first call wins.
+pub fn mark_children_of_run(root: &Path) {
+    let _ = RUN_DIRECTORY.set(root.as_os_str().to_owned());
+}
 
 /// Words that mark a variable as a credential wherever they appear in its name, compared without
 /// regard to case: `OPENAI_API_KEY`, `GITHUB_TOKEN`, `AWS_SECRET_ACCESS_KEY`, `PGPASSWORD`,
@@ -65,6 +79,10 @@ pub fn child_environment(
         .filter(|(name, _)| !may_carry_credential(name))
         .filter(|(name, _)| !unset.iter().any(|unset_name| name == unset_name.as_str()))
         .collect();
+    if let Some(run) = RUN_DIRECTORY.get() {
+        vars.retain(|(name, _)| name != RUN_MARKER);
+        vars.push((OsString::from(RUN_MARKER), run.clone()));
+    }
     for (name, value) in set {
         match vars
             .iter_mut()

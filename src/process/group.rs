@@ -86,7 +86,7 @@ pub(super) async fn scan_off_thread<T: Send + 'static>(
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct ProcStat {
     state: char,
-    process_group: i32,
+    pub(super) process_group: i32,
 }
 
 impl ProcStat {

@@ -3,6 +3,11 @@
 // unfulfilled in the binaries that use all of it.
 #![allow(dead_code)]
 
+pub mod llm_server;
+pub mod slurm;
+pub mod slurm_run;
+pub mod standin_node;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -21,6 +26,20 @@ pub fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
         .join(name)
+}
+
+/// A kernel directory like the matvec example's, with `count` distinct replay candidates.
+pub fn kernel_with_candidates(dir: &Path, count: usize) -> PathBuf {
+    let kernel = dir.join("kernel");
+    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
+    for file in ["input.py", "problem.py", "test.py"] {
+        std::fs::copy(example("optimize_01_matvec").join(file), kernel.join(file)).unwrap();
+    }
+    for k in 0..count {
+        let source = format!("def kernel_function(A, B):\n    return (A @ B) * {k} / {k}\n");
+        std::fs::write(kernel.join("candidates").join(format!("{k:04}.py")), source).unwrap();
+    }
+    kernel
 }
 
 pub fn fixtures() -> PathBuf {
@@ -44,28 +63,9 @@ pub fn is_running(pid: i32) -> bool {
         })
         .is_some_and(|state| !matches!(state.as_str(), "Z" | "X" | "x"))
 }
-pub mod slurm;
-pub mod slurm_run;
 
 /// The `--python` of the stand-in tests: it plays the evaluator (tests/fixtures/
 /// standin_evaluator.py), the profiled wrapper and Python itself, without torch or a GPU.
 pub fn standin_python() -> PathBuf {
     fixtures().join("standin-python")
-}
-
-/// A kernel directory the stand-in evaluator takes: input.py (passes, 2.0 ms), problem.py,
-/// test.py and an empty candidates/ for the replay provider.
-pub fn standin_kernel(kernel: &Path) {
-    std::fs::create_dir_all(kernel.join("candidates")).unwrap();
-    std::fs::write(
-        kernel.join("input.py"),
-        "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-    )
-    .unwrap();
-    std::fs::write(
-        kernel.join("problem.py"),
-        "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
-    )
-    .unwrap();
-    std::fs::write(kernel.join("test.py"), "").unwrap();
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{standin_kernel, standin_python, write_executable};
+use super::standin_node::standin_kernel;
+use super::{standin_python, write_executable};
 
 pub struct SlurmRun {
     pub dir: tempfile::TempDir,
@@ -26,11 +27,11 @@ impl SlurmRun {
             &bin.join("nvidia-smi"),
             "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\nfor i in 0 1 2 3; do\n  echo \"$i, NVIDIA H200, GPU-$node-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"\ndone\n",
         );
-        let kernel = root.join("kernel");
-        standin_kernel(&kernel);
-        for (name, text) in candidates {
-            std::fs::write(kernel.join("candidates").join(name), text).unwrap();
-        }
+        let candidates: Vec<(&str, &str)> = candidates
+            .iter()
+            .map(|(name, text)| (name.as_str(), text.as_str()))
+            .collect();
+        standin_kernel(root, &candidates);
         std::fs::write(
             root.join("standin.yaml"),
             format!(

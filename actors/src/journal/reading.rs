@@ -92,17 +92,7 @@ mod tests {
     }
 
     fn started() -> String {
-        line(Event::RunStarted {
-            strategy: "noop".into(),
-            platform: "noop".into(),
-            simulated: true,
-            search: "beam_search".into(),
-            num_top_kernels: 1,
-            num_bottlenecks: 1,
-            max_rounds: 1,
-            devices: Vec::new(),
-            initial_source: String::new(),
-        })
+        line(crate::journal::samples::run_started(""))
     }
 
     fn interrupted() -> String {

@@ -10,7 +10,7 @@ use crate::journal::{Event, ReplyFile, ReplyOutcome};
 use crate::llm_broker::Propose;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{LlmError, LlmReply, LlmRequest, RenderedPrompt, RequestKind};
-use crate::search_state::SearchState;
+use crate::search_state::{SearchState, exchange_files};
 
 use super::{Input, Manager};
 
@@ -101,6 +101,12 @@ impl Manager {
         };
         self.asked_at
             .insert(asked.request_id().to_string(), self.clock.now());
+        // A resumed run answers a request whose reply is on disk from there: asked and paid
+        // for by the process that died.
+        if let Some(reply) = self.recovered.remove(&request_id) {
+            ctx.address().do_send(Input::Replied(asked, Ok(reply)));
+            return None;
+        }
         let answer = self.broker.send(Propose(LlmRequest {
             request_id,
             kind,
@@ -160,6 +166,25 @@ impl Manager {
 }
 
 impl Asked {
+    /// A request for code once its prompt is rendered: the proposal (attempt 0) or refinement
+    /// `attempt` of `candidate`.
+    pub(super) fn code(
+        request_id: String,
+        candidate: CandidateId,
+        parent: CandidateId,
+        round: u32,
+        attempt: u32,
+    ) -> impl FnOnce(String) -> Asked {
+        move |prompt| Asked::Code {
+            candidate,
+            parent,
+            round,
+            attempt,
+            request_id,
+            prompt,
+        }
+    }
+
     fn request_id(&self) -> &str {
         match self {
             Asked::Code { request_id, .. }
@@ -178,30 +203,15 @@ impl Asked {
 
     /// The candidate folder its exchange is kept in, and the prompt's and the reply's names.
     fn files(&self) -> (CandidateId, String, String) {
-        match self {
-            Asked::Code {
-                candidate,
-                attempt: 0,
-                ..
-            } => (*candidate, "prompt.md".into(), "reply.md".into()),
+        let (candidate, kind, attempt) = match self {
             Asked::Code {
                 candidate, attempt, ..
-            } => (
-                *candidate,
-                format!("prompt.refine{attempt}.md"),
-                format!("reply.refine{attempt}.md"),
-            ),
-            Asked::Analysis { parent, .. } => (
-                *parent,
-                "analysis.prompt.md".into(),
-                "analysis.reply.md".into(),
-            ),
-            Asked::Reflexion { candidate, .. } => (
-                *candidate,
-                "reflexion.prompt.md".into(),
-                "reflexion.reply.md".into(),
-            ),
-        }
+            } => (*candidate, RequestKind::Refine, *attempt),
+            Asked::Analysis { parent, .. } => (*parent, RequestKind::Analysis, 0),
+            Asked::Reflexion { candidate, .. } => (*candidate, RequestKind::Reflexion, 0),
+        };
+        let (prompt, reply) = exchange_files(kind, attempt);
+        (candidate, prompt, reply)
     }
 }
 

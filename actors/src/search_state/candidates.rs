@@ -47,6 +47,7 @@ impl Core {
                 worker_died: false,
                 launched_kernels: Vec::new(),
                 outcome: None,
+                proposals: 0,
             },
         );
         self.take_code(id, KernelSource::new(initial_source), out);
@@ -97,13 +98,13 @@ impl Core {
         if candidate.phase != Phase::Asking || candidate.attempt != reply.attempt {
             return;
         }
+        // After the search's end nothing changes: what was asked stays asked, for a resume.
+        if self.finished.is_some() {
+            return;
+        }
         candidate.device = reply.device;
         if reply.attempt == 0 {
             self.asking.remove(&id);
-        }
-        if self.finished.is_some() {
-            candidate.phase = Phase::Resolved;
-            return;
         }
         let refining = (reply.attempt > 0).then(|| {
             (
@@ -209,21 +210,19 @@ impl Core {
         candidate.sources.push(code.clone());
         candidate.phase = Phase::Evaluating;
         *self.device_load.entry(candidate.device).or_insert(0) += 1;
-        out.push(Decision::Evaluate {
-            candidate: id,
-            parent: candidate.parent,
-            round: candidate.round,
-            device: candidate.device,
-            attempt: candidate.attempt,
-            source: code,
-        });
+        out.push(candidate.evaluation(id, code));
     }
 
     pub(super) fn evaluated(&mut self, id: CandidateId, result: Evaluation, out: &mut Out) {
         let Some(candidate) = self.candidates.get_mut(&id) else {
             return;
         };
-        if candidate.phase != Phase::Evaluating || candidate.attempt != result.attempt {
+        // After the search's end nothing changes: what was on a device stays there, for a
+        // resume to evaluate again.
+        if candidate.phase != Phase::Evaluating
+            || candidate.attempt != result.attempt
+            || self.finished.is_some()
+        {
             return;
         }
         if let Some(load) = self.device_load.get_mut(&candidate.device) {
@@ -233,10 +232,6 @@ impl Core {
             .source()
             .cloned()
             .unwrap_or_else(|| KernelSource::new(""));
-        if self.finished.is_some() {
-            candidate.phase = Phase::Resolved;
-            return;
-        }
         let rejected = |reason: String, judged: bool| Resolution::Rejected {
             source: source.clone(),
             reason,
@@ -315,15 +310,15 @@ impl Core {
             return;
         };
         if let Resolution::Rejected {
-            source,
             reason,
             judged: true,
+            ..
         } = &resolution
             && candidate.parent.is_some()
             && candidate.attempt < self.config.max_refinements
             && !self.llm_closed()
         {
-            return self.refine(id, source.clone(), reason.clone(), out);
+            return self.refine(id, reason.clone(), out);
         }
         self.asking.remove(&id);
         let outcome = match &resolution {

@@ -3,8 +3,8 @@
 
 use crate::analysis::AnalyzedBottleneck;
 use crate::journal::Event;
-use crate::model::{CandidateId, KernelSource, RankedKernel};
-use crate::ports::{Lesson, ProposalContext, RefinementContext, ReflexionContext, RequestKind};
+use crate::model::{CandidateId, RankedKernel};
+use crate::ports::{Lesson, ProposalContext};
 
 use super::{Candidate, Core, Decision, Out, Phase, RECENT_LESSONS};
 
@@ -22,94 +22,43 @@ impl Core {
 
     /// Asks for another attempt at a candidate that failed verification; the new code is
     /// evaluated as the same candidate on the same device.
-    pub(super) fn refine(
-        &mut self,
-        id: CandidateId,
-        failed: KernelSource,
-        error: String,
-        out: &mut Out,
-    ) {
-        let Some(candidate) = self.candidates.get(&id).cloned() else {
+    pub(super) fn refine(&mut self, id: CandidateId, error: String, out: &mut Out) {
+        let Some(candidate) = self.candidates.get_mut(&id) else {
             return;
         };
-        let parent = candidate.parent.unwrap_or(CandidateId::INITIAL);
-        let attempt = candidate.attempt + 1;
-        if let Some(c) = self.candidates.get_mut(&id) {
-            c.attempt = attempt;
-            c.phase = Phase::Asking;
-            c.failure = Some(error.clone());
-        }
-        let request_id = format!("r{}-c{id}-refine{attempt}", candidate.round);
+        candidate.attempt += 1;
+        candidate.phase = Phase::Asking;
+        candidate.failure = Some(error.clone());
+        let (parent, round, device, attempt) = (
+            candidate.parent.unwrap_or(CandidateId::INITIAL),
+            candidate.round,
+            candidate.device,
+            candidate.attempt,
+        );
+        let Some((requested, request)) = self.code_request(id) else {
+            return;
+        };
         out.push(Decision::Record(Event::RefinementRequested {
             candidate: id,
             parent,
-            round: candidate.round,
-            device: candidate.device,
-            request_id: request_id.clone(),
+            round,
+            device,
+            request_id: format!("r{round}-c{id}-refine{attempt}"),
             attempt,
             max_refinements: self.config.max_refinements,
-            error: error.clone(),
-        }));
-        let context = RefinementContext {
-            candidate: id,
-            round: candidate.round,
-            parent,
-            attempt,
-            max_refinements: self.config.max_refinements,
-            failed_source: failed,
             error,
-            bottleneck: self.bottleneck_of(&candidate),
-        };
-        self.request_code(id, &candidate, attempt, request_id.clone(), out);
-        out.push(Decision::RequestRefinement {
-            request_id,
-            context,
-        });
-    }
-
-    /// Journals a request for code (a proposal or a refinement) and remembers it as pending.
-    pub(super) fn request_code(
-        &mut self,
-        id: CandidateId,
-        candidate: &Candidate,
-        attempt: u32,
-        request_id: String,
-        out: &mut Out,
-    ) {
-        let kind = if attempt == 0 {
-            RequestKind::Optimize
-        } else {
-            RequestKind::Refine
-        };
-        let requested = Event::ProposalRequested {
-            candidate: id,
-            parent: candidate.parent.unwrap_or(CandidateId::INITIAL),
-            round: candidate.round,
-            device: candidate.device,
-            request_id: request_id.clone(),
-            kind,
-        };
-        self.requests.asked(&requested, attempt);
-        out.push(Decision::Record(requested));
+        }));
+        self.ask(requested, request, out);
     }
 
     /// Asks what an evaluated candidate taught, when a later prompt can still use the lesson
-    /// (`lessons_used`, the pacer's judgement).
+    /// (`lessons_used`, the pacer's judgement) and fewer reflexions than the run allows are in
+    /// flight (one more is dropped and journaled, not queued).
     pub(super) fn reflect(&mut self, id: CandidateId, lessons_used: bool, out: &mut Out) {
-        let Some(candidate) = self.candidates.get(&id).cloned() else {
-            return;
-        };
-        let (Some(parent), Some(outcome), Some(source)) = (
-            candidate.parent,
-            candidate.outcome.clone(),
-            candidate.source().cloned(),
-        ) else {
-            return;
-        };
         if self.finished.is_some() || self.llm_closed() || !lessons_used {
             return;
         }
-        let Some(parent_time_ms) = self.verified_ms.get(&parent).copied() else {
+        let Some((requested, request)) = self.reflexion_request(id) else {
             return;
         };
         let in_flight = self
@@ -119,38 +68,19 @@ impl Core {
             .filter(|request| matches!(request.cancelled, Event::ReflexionReceived { .. }))
             .count();
         if in_flight >= self.config.reflexions_in_flight {
-            out.push(Decision::Record(Event::ReflexionDropped {
-                candidate: id,
-                parent,
-                round: candidate.round,
-                reason: format!(
-                    "{in_flight} reflexions are in flight already, the most the run allows"
-                ),
-            }));
+            if let Event::ReflexionRequested { parent, round, .. } = requested {
+                out.push(Decision::Record(Event::ReflexionDropped {
+                    candidate: id,
+                    parent,
+                    round,
+                    reason: format!(
+                        "{in_flight} reflexions are in flight already, the most the run allows"
+                    ),
+                }));
+            }
             return;
         }
-        let request_id = format!("r{}-c{id}-reflexion", candidate.round);
-        let requested = Event::ReflexionRequested {
-            candidate: id,
-            parent,
-            round: candidate.round,
-            device: candidate.device,
-            request_id: request_id.clone(),
-        };
-        self.requests.asked(&requested, 0);
-        out.push(Decision::Record(requested));
-        out.push(Decision::RequestReflexion {
-            request_id,
-            context: ReflexionContext {
-                candidate: id,
-                round: candidate.round,
-                parent,
-                parent_time_ms,
-                source,
-                outcome,
-                bottleneck: self.bottleneck_of(&candidate),
-            },
-        });
+        self.ask(requested, request, out);
     }
 
     /// A reflexion's lesson joins the latest few that optimization prompts carry.

@@ -5,7 +5,7 @@
 use crate::analysis::AnalyzedBottleneck;
 use crate::journal::Event;
 use crate::model::CandidateId;
-use crate::ports::{AnalysisContext, ProfileSummary};
+use crate::ports::ProfileSummary;
 use crate::search::{Pacing, PlannedCandidate, device_for};
 
 use super::{Candidate, Core, Decision, Out, Phase, Resolution};
@@ -27,6 +27,7 @@ impl Core {
                 worker_died: false,
                 launched_kernels: Vec::new(),
                 outcome: None,
+                proposals: 0,
             },
         );
         self.asking.insert(planned.id);
@@ -138,38 +139,15 @@ impl Core {
         }
         let requested = self.proposals_per_parent(id);
         let llm_closed = self.llm_closed();
-        let Some(kernel) = self.ranked(id) else {
-            return;
-        };
-        let reference = self.reference;
         let parent = self.parents.entry(id).or_default();
         if parent.analysis.is_some() || llm_closed {
             return self.propose_waiting(id, out);
         }
         parent.analysing = true;
-        let round = parent.round;
-        let request_id = format!("r{round}-c{id}-analysis");
-        let requested_record = Event::AnalysisRequested {
-            candidate: id,
-            round,
-            request_id: request_id.clone(),
-            requested,
-        };
-        let context = AnalysisContext {
-            candidate: id,
-            round,
-            source: kernel.source,
-            time_ms: kernel.time_ms,
-            reference,
-            profile: parent.profile.clone().flatten(),
-            num_bottlenecks: requested,
-        };
-        self.requests.asked(&requested_record, 0);
-        out.push(Decision::Record(requested_record));
-        out.push(Decision::RequestAnalysis {
-            request_id,
-            context,
-        });
+        parent.requested = requested;
+        if let Some((requested, request)) = self.analysis_request(id) {
+            self.ask(requested, request, out);
+        }
     }
 
     /// A parent's analysis came back (an empty list when it failed or named none).
@@ -207,20 +185,13 @@ impl Core {
         if self.llm_closed() {
             return self.resolve(id, Resolution::NotProposed, out);
         }
-        let (Some(candidate), Some(context)) = (
-            self.candidates.get(&id).cloned(),
-            self.proposal_context(id, proposals),
-        ) else {
+        let Some(candidate) = self.candidates.get_mut(&id) else {
             return;
         };
-        if let Some(c) = self.candidates.get_mut(&id) {
-            c.phase = Phase::Asking;
+        candidate.phase = Phase::Asking;
+        candidate.proposals = proposals;
+        if let Some((requested, request)) = self.code_request(id) {
+            self.ask(requested, request, out);
         }
-        let request_id = format!("r{}-c{id}", candidate.round);
-        self.request_code(id, &candidate, 0, request_id.clone(), out);
-        out.push(Decision::RequestProposal {
-            request_id,
-            context,
-        });
     }
 }

@@ -5,6 +5,24 @@
 use std::collections::BTreeMap;
 
 use crate::journal::{Event, ReplyOutcome};
+use crate::model::CandidateId;
+
+/// The files an LLM exchange is kept in, in the folder of the candidate it is about: the
+/// prompt's and the reply's names. `kind` is the request's, `attempt` a refinement's number.
+pub fn exchange_files(kind: crate::model::RequestKind, attempt: u32) -> (String, String) {
+    use crate::model::RequestKind;
+    match (kind, attempt) {
+        (RequestKind::Optimize, _) | (RequestKind::Refine, 0) => {
+            ("prompt.md".into(), "reply.md".into())
+        }
+        (RequestKind::Refine, attempt) => (
+            format!("prompt.refine{attempt}.md"),
+            format!("reply.refine{attempt}.md"),
+        ),
+        (RequestKind::Analysis, _) => ("analysis.prompt.md".into(), "analysis.reply.md".into()),
+        (RequestKind::Reflexion, _) => ("reflexion.prompt.md".into(), "reflexion.reply.md".into()),
+    }
+}
 
 /// A request in flight, with the record that says it was cancelled should the run end first.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +37,24 @@ pub struct PendingRequest {
 pub(super) struct Requests {
     pending: BTreeMap<String, PendingRequest>,
     sent: u64,
+}
+
+impl PendingRequest {
+    /// Where the reply to this request is kept once it comes: the candidate folder and the
+    /// file's name. A resumed run looks there before it asks again.
+    pub fn reply_file(&self) -> (CandidateId, String) {
+        use crate::model::RequestKind;
+        let (candidate, kind, attempt) = match &self.cancelled {
+            Event::ProposalReceived {
+                candidate, attempt, ..
+            } if *attempt > 0 => (*candidate, RequestKind::Refine, *attempt),
+            Event::ProposalReceived { candidate, .. } => (*candidate, RequestKind::Optimize, 0),
+            Event::AnalysisReceived { candidate, .. } => (*candidate, RequestKind::Analysis, 0),
+            Event::ReflexionReceived { candidate, .. } => (*candidate, RequestKind::Reflexion, 0),
+            _ => (CandidateId::INITIAL, RequestKind::Optimize, 0),
+        };
+        (candidate, exchange_files(kind, attempt).1)
+    }
 }
 
 impl Requests {

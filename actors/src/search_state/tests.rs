@@ -26,19 +26,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
     }
 }
 
-fn started(source: &str) -> Event {
-    Event::RunStarted {
-        strategy: "test".into(),
-        platform: "noop".into(),
-        simulated: true,
-        search: "beam_search".into(),
-        num_top_kernels: 1,
-        num_bottlenecks: 1,
-        max_rounds: 1,
-        devices: Vec::new(),
-        initial_source: source.into(),
-    }
-}
+use crate::journal::samples::run_started as started;
 
 fn evaluated(
     candidate: u64,
@@ -491,4 +479,57 @@ fn a_rebuild_folds_the_records_to_the_same_state() {
     }
     let rebuilt = SearchState::rebuild(one_proposal(1), &journal);
     assert_eq!(rebuilt, live);
+}
+
+/// Issue 13: the process journals an input, then the records it leads to; a death in between
+/// leaves the journal without them, and the fold says which they are, for a resume to journal.
+#[test]
+fn the_fold_answers_the_records_an_input_led_to_that_the_journal_lacks() {
+    let config = config(2, 2, 1, 3, Pacing::Rounds);
+    let records = |decisions: Vec<Decision>| -> Vec<Event> {
+        decisions
+            .into_iter()
+            .filter_map(|decision| match decision {
+                Decision::Record(event) => Some(event),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut live = SearchState::new(config.clone());
+    let mut journal = vec![started("k0")];
+    journal.extend(records(live.apply(&journal[0])));
+    let initial = verified(0, 0, 8.0);
+    let led_to = records(live.apply(&initial));
+    assert!(led_to.len() > 3, "{led_to:?}");
+    journal.push(initial);
+    journal.extend(led_to[..2].iter().cloned());
+    let (folded, unjournaled) = SearchState::fold(config.clone(), &journal);
+    assert_eq!(unjournaled, led_to[2..]);
+    assert!(folded == live);
+    journal.extend(led_to[2..].iter().cloned());
+    assert!(SearchState::fold(config, &journal).1.is_empty());
+}
+
+#[test]
+fn a_search_that_was_over_when_the_process_died_finishes_again_on_resume() {
+    let mut live = SearchState::new(one_proposal(0));
+    let mut journal = Vec::new();
+    let mut steps = up_to_the_first_proposal();
+    steps.push((verified(1, 0, 5.0), ""));
+    for (input, _) in steps {
+        let decisions = live.apply(&input);
+        journal.push(input);
+        for decision in decisions {
+            if let Decision::Record(record) = decision {
+                journal.push(record);
+            }
+        }
+    }
+    assert!(live.finished().is_some(), "the one round is done");
+    // The process died in the finale: no run_finished.
+    let mut resumed = SearchState::rebuild(one_proposal(0), &journal);
+    let (failures, decisions) = resumed.resume(&BTreeSet::new());
+    assert!(failures.is_empty());
+    let decisions: Vec<String> = decisions.iter().map(describe).collect();
+    assert_eq!(decisions, ["finish Completed: max_rounds (1) reached"]);
 }

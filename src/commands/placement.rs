@@ -41,12 +41,12 @@ pub(super) struct AgentInputs<'a> {
 }
 
 /// The devices a run uses, chosen and checked.
-pub(super) enum Launch {
+pub(crate) enum Placement {
     Local(RunDevices),
-    Slurm(Box<SlurmLaunch>),
+    Slurm(Box<SlurmPlacement>),
 }
 
-pub(super) struct SlurmLaunch {
+pub(crate) struct SlurmPlacement {
     agents: Rc<Agents>,
     table: DeviceTable,
     platform: Platform,
@@ -87,7 +87,7 @@ pub(super) fn launches_on_slurm(
     Ok(slurm)
 }
 
-impl Launch {
+impl Placement {
     /// The devices and the preflight's lines (printed when they fail). Exit 2 when a check
     /// that a run needs failed, or no agent could start.
     pub(super) fn start(
@@ -97,7 +97,7 @@ impl Launch {
         run_parent: &Path,
         inputs: &AgentInputs<'_>,
         system: &SystemRunner,
-    ) -> Result<(Launch, CheckReport), CommandError> {
+    ) -> Result<(Placement, CheckReport), CommandError> {
         let host = HostEnvironment::from_process(settings.python.clone());
         let (launch, preflight) = if launches_on_slurm(settings, &host)? {
             if gpus.is_some() {
@@ -106,18 +106,18 @@ impl Launch {
                 ));
             }
             let slurm =
-                SlurmLaunch::start(settings, kernel_root, run_parent, inputs, &host, system)?;
+                SlurmPlacement::start(settings, kernel_root, run_parent, inputs, &host, system)?;
             let preflight = slurm.agents.preflight().into_iter().collect::<Vec<_>>();
             let mut report = CheckReport::default();
             report.extend(preflight);
-            (Launch::Slurm(Box::new(slurm)), report)
+            (Placement::Slurm(Box::new(slurm)), report)
         } else {
             let devices = choose_run_devices(settings, gpus, &host)?;
             for note in &devices.notes {
                 console::err(format_args!("kactors: {note}"));
             }
             let report = preflight(settings, &devices.selection, Some(kernel_root));
-            (Launch::Local(devices), report)
+            (Placement::Local(devices), report)
         };
         for line in preflight.failures() {
             console::err(format_args!("kactors: {line}"));
@@ -138,35 +138,35 @@ impl Launch {
 
     pub(super) fn platform(&self) -> Platform {
         match self {
-            Launch::Local(devices) => devices.selection.platform,
-            Launch::Slurm(slurm) => slurm.platform,
+            Placement::Local(devices) => devices.selection.platform,
+            Placement::Slurm(slurm) => slurm.platform,
         }
     }
 
     /// The spec row the prompts describe: the first device's.
     pub(super) fn first_spec(&self) -> Option<&'static GpuSpec> {
         match self {
-            Launch::Local(devices) => devices
+            Placement::Local(devices) => devices
                 .selection
                 .devices
                 .first()
                 .and_then(|device| device.spec),
-            Launch::Slurm(slurm) => slurm.table.rows.first().and_then(|row| row.spec),
+            Placement::Slurm(slurm) => slurm.table.rows.first().and_then(|row| row.spec),
         }
     }
 
     pub(super) fn device_count(&self) -> usize {
         match self {
-            Launch::Local(devices) => devices.selection.devices.len(),
-            Launch::Slurm(slurm) => slurm.table.rows.len(),
+            Placement::Local(devices) => devices.selection.devices.len(),
+            Placement::Slurm(slurm) => slurm.table.rows.len(),
         }
     }
 
     /// `run_started`'s device table.
     pub(super) fn describe(&self) -> Vec<DeviceDescription> {
         match self {
-            Launch::Local(devices) => super::run::describe(devices),
-            Launch::Slurm(slurm) => slurm.table.describe(),
+            Placement::Local(devices) => super::run::describe(devices),
+            Placement::Slurm(slurm) => slurm.table.describe(),
         }
     }
 
@@ -174,11 +174,11 @@ impl Launch {
     /// checked its node's devices, and the record says so.
     pub(super) fn gpu_state(&self, settings: &RunSettings) -> GpuState {
         match self {
-            Launch::Local(devices) => gpu_state(
+            Placement::Local(devices) => gpu_state(
                 &devices.selection,
                 &HostEnvironment::from_process(settings.python.clone()),
             ),
-            Launch::Slurm(slurm) => GpuState {
+            Placement::Slurm(slurm) => GpuState {
                 vendor: slurm.platform,
                 devices: slurm
                     .table
@@ -218,14 +218,14 @@ impl Launch {
             ))
         };
         match self {
-            Launch::Local(devices) => {
+            Placement::Local(devices) => {
                 let platform =
                     crate::platform::prepare(run_root, settings, &devices.selection, kernel_root)
                         .map_err(failed)?;
                 Ok((RunPlatform::Local(platform), devices.locks))
             }
-            Launch::Slurm(mut slurm) => {
-                let agents_folder = run_root.join("agents");
+            Placement::Slurm(mut slurm) => {
+                let agents_folder = agents_folder(run_root);
                 match std::fs::rename(&slurm.scratch.path, &agents_folder) {
                     Ok(()) => {
                         for node in &slurm.agents.nodes {
@@ -270,7 +270,16 @@ impl Launch {
     }
 }
 
-impl SlurmLaunch {
+/// Where this process's agents keep their logs in the run directory: `agents/`, or on a resume
+/// the first of `agents.2/`, `agents.3/`, … that is free (the earlier processes' logs stay).
+fn agents_folder(run_root: &Path) -> PathBuf {
+    std::iter::once(run_root.join("agents"))
+        .chain((2..).map(|n| run_root.join(format!("agents.{n}"))))
+        .find(|folder| !folder.exists())
+        .expect("an endless sequence of names has a free one")
+}
+
+impl SlurmPlacement {
     fn start(
         settings: &RunSettings,
         kernel_root: &Path,
@@ -278,7 +287,7 @@ impl SlurmLaunch {
         inputs: &AgentInputs<'_>,
         host: &HostEnvironment,
         system: &SystemRunner,
-    ) -> Result<SlurmLaunch, CommandError> {
+    ) -> Result<SlurmPlacement, CommandError> {
         let environment =
             |error: &dyn std::fmt::Display| CommandError::Environment(error.to_string());
         let allocation = Allocation::discover(host).map_err(|error| environment(&error))?;
@@ -388,7 +397,7 @@ impl SlurmLaunch {
                 plan.allocation.job_id
             ));
         }
-        Ok(SlurmLaunch {
+        Ok(SlurmPlacement {
             agents,
             table,
             platform,

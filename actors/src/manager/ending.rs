@@ -1,0 +1,153 @@
+//! How the Manager ends a run: the search's end carried out (the finale first, for a run that
+//! ended as planned, on a device with nothing in flight, unless max_time leaves no room for it),
+//! the requests in flight cancelled on a stop, and the run handed to the Supervisor once the
+//! finale is over and no reply is outstanding.
+
+use std::collections::BTreeSet;
+
+use actix::prelude::*;
+
+use crate::finale::{self, FinaleJob};
+use crate::journal::{Event, RunOutcome};
+use crate::model::{DeviceId, RankedKernel};
+use crate::supervision::RunDone;
+
+use super::{Input, Manager, Stop, StopRun};
+
+impl Manager {
+    /// The search is over. A run that ended otherwise than as planned cancels its requests in
+    /// flight; one that completed with a best kernel runs the finale first.
+    pub(super) fn finish(
+        &mut self,
+        outcome: RunOutcome,
+        reason: String,
+        best: Option<RankedKernel>,
+        initial: Option<RankedKernel>,
+        ctx: &mut Context<Self>,
+    ) {
+        if outcome != RunOutcome::Completed {
+            self.cancel_requests(&reason, ctx);
+        }
+        let (finale_device, skipped) = self.finale_device();
+        let reason = match (outcome, skipped) {
+            (RunOutcome::Completed, Some(skipped)) if best.is_some() => {
+                format!("{reason}; {skipped}")
+            }
+            _ => reason,
+        };
+        self.done = Some(RunDone {
+            outcome,
+            reason,
+            best: best.clone(),
+            initial_ms: initial.as_ref().map(|k| k.time_ms),
+            search: None,
+        });
+        let (RunOutcome::Completed, Some(best), Some(initial), Some(device)) =
+            (outcome, best, initial, finale_device)
+        else {
+            return;
+        };
+        let mut kernels = vec![(initial.id, initial.source)];
+        for member in self.state.beam() {
+            if kernels.iter().all(|(id, _)| *id != member.id) {
+                kernels.push((member.id, member.source));
+            }
+        }
+        let job = FinaleJob {
+            kernels,
+            profile_best: self.state.profiling() && !self.state.has_profile(best.id),
+            best,
+            device,
+            worker: self.workers[&device].clone(),
+            collector: self.collector.clone(),
+            deadline: self.settings.step_deadline,
+            final_files: self.settings.final_files.clone(),
+        };
+        self.finale_running = true;
+        let me = ctx.address();
+        ctx.spawn(
+            async move {
+                let profile = finale::run(job).await;
+                me.do_send(Input::FinaleDone(profile));
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// The device the finale runs on: the first with nothing in flight (a run that reached
+    /// max_time may have evaluations still running). Or why there is no finale.
+    pub(super) fn finale_device(&self) -> (Option<DeviceId>, Option<&'static str>) {
+        if let Some(why) = self.finale_would_overrun() {
+            return (None, Some(why));
+        }
+        let busy: BTreeSet<DeviceId> = self
+            .state
+            .in_flight()
+            .into_iter()
+            .filter_map(|id| self.state.placement(id).map(|(_, _, device)| device))
+            .collect();
+        match self.settings.devices.iter().find(|d| !busy.contains(d)) {
+            Some(device) => (Some(*device), None),
+            None => (
+                None,
+                Some("the finale was skipped: every device was still evaluating"),
+            ),
+        }
+    }
+
+    /// Journals every request in flight as cancelled, saying why.
+    pub(super) fn cancel_requests(&mut self, reason: &str, ctx: &mut Context<Self>) {
+        let why = format!("the run ended before the reply came ({reason})");
+        for cancelled in self.state.cancellations(&why) {
+            self.step(cancelled, ctx);
+        }
+    }
+
+    /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
+    pub(super) fn handed_over(&self) -> bool {
+        !self.death_notice.armed
+    }
+
+    /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
+    pub(super) fn hand_over_when_quiet(&mut self) {
+        if self.finale_running || !self.state.pending_requests().is_empty() {
+            return;
+        }
+        if let Some(mut done) = self.done.take() {
+            done.search = Some(self.state.clone());
+            self.death_notice.armed = false;
+            self.supervisor.done.do_send(done);
+        }
+    }
+}
+
+impl Handler<StopRun> for Manager {
+    type Result = ();
+
+    fn handle(&mut self, message: StopRun, ctx: &mut Context<Self>) {
+        let reason = match message.why {
+            Stop::Signal(signal) => {
+                self.step(
+                    Event::Interrupted {
+                        signal: signal.clone(),
+                    },
+                    ctx,
+                );
+                format!("interrupted by {signal}")
+            }
+            Stop::Failed(reason) => {
+                self.step(
+                    Event::Stopped {
+                        reason: reason.clone(),
+                    },
+                    ctx,
+                );
+                reason
+            }
+        };
+        // A run already in its finale waits for no reply: the finale's own steps end with the
+        // children the Supervisor is ending.
+        self.cancel_requests(&reason, ctx);
+        self.hand_over_when_quiet();
+    }
+}

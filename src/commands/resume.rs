@@ -1,0 +1,156 @@
+//! `kactors resume RUN_DIR`: goes on with a run a kill, a signal or a full disk ended. The run
+//! directory is held first (a second run or resume on it is refused), then the journal is read
+//! (a torn last line cut off), the invocation in run.yaml resolved again and compared with what
+//! the run started with, the children the dead process left ended, and the search goes on from
+//! the journal's fold.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::time::SystemTime;
+
+use actors::journal::{DeviceDescription, Event, JournalRecord, TornLine, history, read_journal};
+
+use crate::cli::ResumeArgs;
+use crate::console;
+use crate::run_dir::RunDirectory;
+
+use super::CommandError;
+use super::run::{Continuation, KernelFingerprint, Launch, RecordedRun, execute, settings_changes};
+
+/// The journal's whole records, and its torn last line if the process died writing it.
+fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u64), CommandError> {
+    let path = root.join("journal.jsonl");
+    let unreadable = |why: String| {
+        CommandError::Environment(format!("cannot resume from {}: {why}", path.display()))
+    };
+    let file = File::open(&path).map_err(|error| unreadable(error.to_string()))?;
+    let length = file
+        .metadata()
+        .map_err(|error| unreadable(error.to_string()))?
+        .len();
+    let mut records = Vec::new();
+    let torn = read_journal(BufReader::new(file), |record| records.push(record))
+        .map_err(|error| unreadable(error.to_string()))?;
+    let whole_bytes = length.saturating_sub(torn.map_or(0, |torn| torn.bytes as u64));
+    Ok((records, torn, whole_bytes))
+}
+
+/// A device as a resume compares it: its id, where it is (`n2:1` under Slurm) and its UUID.
+type DevicePlace = (u32, String, Option<String>);
+
+fn devices_by_place(devices: &[DeviceDescription]) -> Vec<DevicePlace> {
+    devices
+        .iter()
+        .map(|device| (device.device.0, device.location(), device.uuid.clone()))
+        .collect()
+}
+
+/// The devices `run_started` names, by id, place and UUID: a resume must run on the same ones,
+/// since the journal's candidates are placed on them (their agents' steps are new).
+fn recorded_devices(records: &[JournalRecord]) -> Vec<DevicePlace> {
+    records
+        .iter()
+        .find_map(|record| match &record.event {
+            Event::RunStarted { devices, .. } => Some(devices_by_place(devices)),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
+    let (root, lock) = RunDirectory::hold(&args.run_dir)?;
+    let recorded = RecordedRun::read(&root)?;
+    let (records, torn, whole_bytes) = read_records(&root)?;
+    let history = history(&records).ok_or_else(|| {
+        CommandError::Environment(format!(
+            "cannot resume {}: its journal has no record",
+            root.display()
+        ))
+    })?;
+    history.resumable().map_err(|why| {
+        CommandError::Environment(format!(
+            "cannot resume {}: {why}; there is nothing left to do (`kactors report {}` shows it)",
+            root.display(),
+            root.display()
+        ))
+    })?;
+
+    recorded.invocation.enter_working_dir()?;
+    let run_parent = root.parent().unwrap_or(&root);
+    let launch = Launch::prepare(recorded.invocation.clone(), run_parent, Some(&history))?;
+    let now_devices = devices_by_place(&launch.placement.describe());
+    let was_devices = recorded_devices(&records);
+    if now_devices != was_devices {
+        return Err(CommandError::Environment(format!(
+            "cannot resume {}: it ran on devices {was_devices:?} and would now run on {now_devices:?}; a resume needs the same devices (check --gpus and CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)",
+            root.display()
+        )));
+    }
+    let now_settings = serde_yaml::to_value(&launch.settings).map_err(|error| {
+        CommandError::Environment(format!("failed to compare the settings: {error}"))
+    })?;
+    let mut changes = settings_changes(&recorded.settings, &now_settings);
+    changes.extend(KernelFingerprint::of(&launch.kernel.root).changes_since(&recorded.kernel));
+    if !changes.is_empty() {
+        if !args.force {
+            return Err(CommandError::Environment(format!(
+                "cannot resume {}: it changed since the run started: {}; resume with --force to go on with what is there now",
+                root.display(),
+                changes.join("; ")
+            )));
+        }
+        console::err(format_args!(
+            "kactors: warning: resuming with --force although it changed since the run started: {}",
+            changes.join("; ")
+        ));
+    }
+
+    let orphans_ended = crate::process::end_orphans_of_run(
+        &root,
+        std::time::Duration::from_secs_f64(launch.settings.kill_grace_s),
+    );
+    if orphans_ended > 0 {
+        console::err(format_args!(
+            "kactors: ended {orphans_ended} process group(s) the previous process left running"
+        ));
+    }
+    if let Some(torn) = torn {
+        console::err(format_args!(
+            "kactors: the journal's last line (line {}, {} bytes) was cut short by the previous process's death and is left out",
+            torn.line, torn.bytes
+        ));
+    }
+    let gap_s = SystemTime::now()
+        .duration_since(history.last_record_at)
+        .map_or(0.0, |gap| gap.as_secs_f64());
+    console::err(format_args!(
+        "kactors: resuming {}: the previous process ended ({}) {}; it had searched for {}",
+        root.display(),
+        history.previous_end,
+        humantime::format_duration(std::time::Duration::from_secs(gap_s as u64)).to_string()
+            + " ago",
+        humantime::format_duration(std::time::Duration::from_secs(history.time_spent.as_secs())),
+    ));
+    let resumed = Event::RunResumed {
+        previous_end: history.previous_end.clone(),
+        gap_s,
+        in_flight: Vec::new(),
+        pending_requests: Vec::new(),
+        recovered: Vec::new(),
+        orphans_ended,
+        torn_line: torn.is_some(),
+        forced_changes: changes,
+    };
+    let run_dir = RunDirectory::reopen(&root, whole_bytes, lock)?;
+    execute(
+        launch,
+        run_dir,
+        args.json,
+        Some(Continuation {
+            records,
+            history,
+            resumed,
+        }),
+    )
+}

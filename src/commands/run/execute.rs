@@ -1,0 +1,566 @@
+//! Starting the actor system on a run directory and waiting for the Supervisor's verdict: the
+//! part `kactors run` and `kactors resume` share. `Launch` is everything resolved before the
+//! run directory is touched (settings, kernel, devices, preflight); `execute` is the rest.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Actor;
+use actors::journal::{DeviceDescription, Event, History, JournalRecord};
+use actors::manager::{ManagerSettings, Resume};
+use actors::model::{DeviceId, KernelSource};
+use actors::ports::{LlmProvider, LlmReply};
+use actors::search_state::SearchState;
+use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
+use tokio::sync::oneshot;
+
+use crate::check::CheckReport;
+use crate::config::{LlmChoice, RunSettings};
+use crate::console;
+use crate::devices::DeviceKind;
+use crate::exit;
+use crate::gpus::RunDevices;
+use crate::kernel_dir::KernelDir;
+use crate::llm::{self, LlmKeys};
+use crate::progress::{LogWriter, ProgressView, SystemClock, TerminalFacts};
+use crate::prompts::{PromptFacts, Prompts};
+use crate::replay::ReplayProvider;
+use crate::run_dir::RunDirectory;
+use crate::signals::{ProcessGroupSignaller, forward_signals};
+use crate::vendor::{Platform, Vendor};
+
+use super::super::CommandError;
+use super::super::placement::{AgentInputs, Placement};
+use super::super::settings::load_strategy;
+use super::invocation::Invocation;
+
+/// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
+/// keeps killing its worker does not spin for hours.
+const RESTART_BUDGET: u32 = 3;
+
+/// A run resolved and checked, its run directory not yet touched: whatever can refuse it
+/// (exit 2, no run directory left) has been done.
+pub(crate) struct Launch {
+    pub invocation: Invocation,
+    pub settings: RunSettings,
+    pub kernel: KernelDir,
+    pub placement: Placement,
+    pub preflight: CheckReport,
+    /// Made before the devices: a Slurm run's agents talk to the head over pipes that belong
+    /// to the runtime the actors will run on.
+    system: actix::SystemRunner,
+    llm: Rc<dyn LlmProvider>,
+    max_inflight: usize,
+    prompts: Rc<Prompts>,
+}
+
+impl Launch {
+    /// Resolves an invocation: its strategy with the command line's overrides, the kernel
+    /// directory, the devices (their locks taken; under Slurm, the node agents started in
+    /// `run_parent`, the folder the run directory is or will be in), the preflight, whose
+    /// failures refuse the run, the LLM provider (going on from a resumed run's `history`) and
+    /// the prompts.
+    pub fn prepare(
+        invocation: Invocation,
+        run_parent: &Path,
+        history: Option<&History>,
+    ) -> Result<Launch, CommandError> {
+        let settings = load_strategy(
+            &invocation.config_dir(),
+            &invocation.strategy,
+            &invocation.overrides,
+        )?
+        .settings;
+        for warning in &settings.warnings {
+            console::err(format_args!("kactors: warning: {warning}"));
+        }
+        let kernel = KernelDir::open(&invocation.kernel_dir, settings.max_source_bytes)?;
+        let system = actix::System::new();
+        let inputs = AgentInputs {
+            strategy: &invocation.strategy,
+            config_dir: invocation.config_dir.as_deref(),
+            python: invocation.overrides.python.as_deref(),
+        };
+        let (placement, preflight) = Placement::start(
+            &settings,
+            invocation.gpus.clone(),
+            &kernel.root,
+            run_parent,
+            &inputs,
+            &system,
+        )?;
+        let (llm, max_inflight) = llm_provider(&settings, &kernel, history)?;
+        let prompts = Rc::new(prompts(&settings, &kernel, &placement)?);
+        Ok(Launch {
+            invocation,
+            settings,
+            kernel,
+            placement,
+            preflight,
+            system,
+            llm,
+            max_inflight,
+            prompts,
+        })
+    }
+
+    /// The GPUs as they are now, for run.yaml's provenance.
+    pub fn gpu_state(&self) -> crate::devices::GpuState {
+        self.placement.gpu_state(&self.settings)
+    }
+}
+
+/// How a resumed run goes on: the journal's records, what they say of the earlier processes,
+/// and `run_resumed` as the resuming command knows it.
+pub(crate) struct Continuation {
+    pub records: Vec<JournalRecord>,
+    pub history: History,
+    pub resumed: Event,
+}
+
+impl Continuation {
+    /// What the Manager needs to go on: the records, and the replies on disk for requests the
+    /// journal has no answer to (the process died between keeping a reply and journaling it;
+    /// a reply file is written whole or not at all).
+    fn into_resume(self, settings: &ManagerSettings, run_root: &Path) -> Resume {
+        let state = SearchState::rebuild(
+            settings.search_config(),
+            self.records.iter().map(|record| &record.event),
+        );
+        let mut recovered = HashMap::new();
+        for request in state.pending_requests() {
+            let (candidate, name) = request.reply_file();
+            let path = run_root
+                .join("candidates")
+                .join(candidate.to_string())
+                .join(name);
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                let code = llm::extract_kernel_code(&text).map(KernelSource::new);
+                let reply = LlmReply {
+                    text,
+                    code,
+                    truncated: false,
+                    usage: None,
+                    cost_usd: None,
+                };
+                recovered.insert(request.request_id.clone(), reply);
+            }
+        }
+        let mut resumed = self.resumed;
+        if let Event::RunResumed { recovered: ids, .. } = &mut resumed {
+            *ids = recovered.keys().cloned().collect();
+            ids.sort();
+        }
+        Resume {
+            records: self.records,
+            in_flight_at_two_deaths: self.history.in_flight_at_two_deaths,
+            resumed,
+            recovered,
+        }
+    }
+}
+
+/// The journal's description of each device a run on one node uses.
+pub(crate) fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
+    devices
+        .selection
+        .devices
+        .iter()
+        .map(|device| {
+            DeviceDescription::on_one_node(
+                DeviceId(device.id),
+                match device.kind {
+                    DeviceKind::Noop => format!("noop simulated device {}", device.id),
+                    _ => device.name.clone(),
+                },
+                device.uuid().map(str::to_string),
+            )
+        })
+        .collect()
+}
+
+/// The most requests for code steady search may keep in flight when max_inflight is not set:
+/// an upper bound, since it asks for what Little's law says the devices need. A replay provider
+/// costs nothing; a paid API's rate limits (requests_per_minute) bound it further.
+const STEADY_MAX_INFLIGHT_REPLAY: usize = 256;
+const STEADY_MAX_INFLIGHT_HTTP: usize = 64;
+
+/// The LLM provider and how many requests it may have in flight.
+/// A resumed run's provider goes on where the run was (`history`): the replay provider hands
+/// out its files after the ones the journal's requests had, an HTTP provider's budget counts
+/// the dollars already spent.
+fn llm_provider(
+    settings: &RunSettings,
+    kernel: &KernelDir,
+    history: Option<&History>,
+) -> Result<(Rc<dyn LlmProvider>, usize), CommandError> {
+    let all_at_once = settings.search().candidates_per_round() as usize;
+    match &settings.llm {
+        LlmChoice::Replay {
+            dir,
+            latency_s,
+            max_inflight,
+        } => {
+            let dir = dir
+                .clone()
+                .unwrap_or_else(|| kernel.root.join("candidates"));
+            let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?
+                .continuing_after(history.map_or(&[][..], |h| &h.code_requests));
+            if let Some(warning) = replay.warning() {
+                console::err(format_args!("kactors: warning: {warning}"));
+            }
+            let default = if settings.search.pacing == "steady" {
+                STEADY_MAX_INFLIGHT_REPLAY
+            } else {
+                all_at_once
+            };
+            Ok((
+                Rc::new(replay),
+                max_inflight.map_or(default, |cap| cap as usize),
+            ))
+        }
+        LlmChoice::Remote {
+            provider,
+            model,
+            keys,
+        } => {
+            let raw = remote_llm_config(
+                provider.as_deref(),
+                model,
+                keys,
+                settings.high_reasoning_effort,
+            )?;
+            let resolved = llm::resolve(&raw, &|name| std::env::var(name).ok())?;
+            for warning in &resolved.warnings {
+                console::err(format_args!("kactors: warning: {warning}"));
+            }
+            let max_inflight = match keys.max_inflight {
+                None if settings.search.pacing == "steady" => STEADY_MAX_INFLIGHT_HTTP,
+                _ => resolved.max_inflight as usize,
+            };
+            let http = llm::HttpProvider::new(resolved).map_err(|error| {
+                CommandError::Environment(format!("failed to set up the llm provider: {error}"))
+            })?;
+            let spent_before = history.map_or(0.0, |h| h.spent_usd);
+            let provider = llm::HttpLlm::new(http, llm::RetryPolicy::default())
+                .counting_earlier_spend(spent_before);
+            Ok((Rc::new(provider), max_inflight))
+        }
+    }
+}
+
+/// The llm module's configuration of an HTTP provider: the provider and model as the strategy
+/// (or `--provider`) chose them, and the strategy's LLM keys as the configuration read them.
+fn remote_llm_config(
+    provider: Option<&str>,
+    model: &Option<String>,
+    keys: &LlmKeys,
+    high_reasoning_effort: bool,
+) -> Result<llm::RawLlmConfig, CommandError> {
+    let provider = provider
+        .map(|name| {
+            serde_json::from_value::<llm::Provider>(serde_json::Value::String(name.to_string())).map_err(|_| {
+                CommandError::Environment(format!(
+                    "unknown llm provider `{name}`: expected anthropic, openai, openai_compatible or replay"
+                ))
+            })
+        })
+        .transpose()?;
+    Ok(llm::RawLlmConfig {
+        model: model.clone(),
+        provider,
+        high_reasoning_effort,
+        keys: keys.clone(),
+    })
+}
+
+/// The prompts, with what they say of the platform, the GPU and the problem.
+fn prompts(
+    settings: &RunSettings,
+    kernel: &KernelDir,
+    placement: &Placement,
+) -> Result<Prompts, CommandError> {
+    let problem_path = kernel.root.join("problem.py");
+    let problem_source = std::fs::read_to_string(&problem_path).map_err(|error| {
+        CommandError::Environment(format!(
+            "failed to read {}: {error}",
+            problem_path.display()
+        ))
+    })?;
+    let facts = PromptFacts {
+        platform: placement.platform(),
+        gpu: placement.first_spec(),
+        dtype: "bfloat16",
+        tolerance: "atol=rtol=1e-2 (bfloat16)",
+        problem_source: &problem_source,
+    };
+    Ok(Prompts::new(&settings.templates, &facts)?)
+}
+
+/// The user's files staged beside the best kernel at the end of a run: problem.py and test.py,
+/// as they are when the run starts (the kernel directory is never written to).
+fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
+    ["problem.py", "test.py"]
+        .into_iter()
+        .filter_map(|name| {
+            std::fs::read_to_string(kernel_dir.join(name))
+                .ok()
+                .map(|text| (name.to_string(), text))
+        })
+        .collect()
+}
+
+/// kactors.log, and stderr through `to_stderr` (the live view's bars, when they are up).
+fn init_logging(run_root: &Path, to_stderr: LogWriter) {
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{EnvFilter, filter::LevelFilter, fmt};
+    // A resumed run goes on writing the same log.
+    let Ok(log) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(run_root.join("kactors.log"))
+    else {
+        return;
+    };
+    // A log line that cannot be written (a full disk, a closed stderr) is dropped: tracing's
+    // own report of the failure would go to stderr and panic there.
+    let to_file = fmt::layer()
+        .log_internal_errors(false)
+        .with_ansi(false)
+        .with_writer(Arc::new(log))
+        .with_filter(LevelFilter::INFO);
+    let to_stderr = fmt::layer()
+        .log_internal_errors(false)
+        .with_writer(to_stderr)
+        .with_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")));
+    let _ = tracing_subscriber::registry()
+        .with(to_file)
+        .with(to_stderr)
+        .try_init();
+}
+
+/// Runs the search in `run_dir` (new, or reopened by a resume with its `continuation`) and
+/// answers the process's exit code.
+pub(crate) fn execute(
+    launch: Launch,
+    run_dir: RunDirectory,
+    json: bool,
+    continuation: Option<Continuation>,
+) -> Result<i32, CommandError> {
+    let Launch {
+        settings,
+        kernel,
+        placement,
+        system,
+        llm,
+        max_inflight,
+        prompts,
+        ..
+    } = launch;
+    let run_root = run_dir.root().to_path_buf();
+    crate::process::mark_children_of_run(&run_root);
+    let view = ProgressView::for_terminal(&TerminalFacts::of_process());
+    init_logging(&run_root, view.log_writer());
+    console::err(format_args!(
+        "kactors: run directory {}",
+        run_root.display()
+    ));
+    let selected_platform = placement.platform();
+    let simulated = selected_platform == Platform::Noop;
+    let time_limit = settings.time_limit(
+        selected_platform,
+        continuation
+            .as_ref()
+            .map_or(Duration::ZERO, |c| c.history.time_spent),
+    );
+    let described = placement.describe();
+    let device_count = placement.device_count();
+    // The GPUs of a run on one node stay locked until it returns.
+    let (platform, _locks) = placement.prepare(&run_root, &settings, &kernel.root, &system)?;
+    let agents = platform.agents();
+
+    let search = settings.search();
+    let started = Event::RunStarted {
+        strategy: settings.strategy.clone(),
+        platform: selected_platform.to_string(),
+        simulated,
+        search: search.kind.name().into(),
+        num_top_kernels: search.num_top_kernels,
+        num_bottlenecks: search.num_bottlenecks,
+        max_rounds: search.max_rounds,
+        devices: described,
+        initial_source: kernel.initial.text().to_string(),
+    };
+    let manager = ManagerSettings {
+        search,
+        pacing: settings.pacing(max_inflight),
+        // The devices the platform pinned: each worker's evaluator is made for its pin.
+        devices: platform.devices(),
+        step_deadline: settings.test_timeout(selected_platform.vendor()),
+        profile_parents: settings.profiler_enabled && !simulated,
+        time_references: !simulated,
+        stop_at_roofline: settings.stop_at_roofline,
+        final_files: final_files(&kernel.root),
+        max_refinements: settings.max_refinements,
+        requests_per_minute: match &settings.llm {
+            LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
+            LlmChoice::Replay { .. } => None,
+        },
+        reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
+        time_limit: time_limit.clone(),
+    };
+    let plan = RunPlan {
+        started,
+        resume: continuation.map(|c| c.into_resume(&manager, &run_root)),
+        manager,
+        max_inflight,
+        kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
+        restart_budget: RESTART_BUDGET,
+        stop_evaluator_during_profile: settings
+            .stop_evaluator_for_profile
+            .unwrap_or(selected_platform == Platform::Vendor(Vendor::Rocm)),
+    };
+    let deadline = time_limit
+        .as_ref()
+        .map(|limit| std::time::SystemTime::now() + limit.remaining);
+    let io = RunIo {
+        store: Box::new(run_dir),
+        progress: view.sink(json, deadline),
+        clock: Arc::new(SystemClock),
+        signaller: Box::new(ProcessGroupSignaller),
+    };
+    let ports = Box::new(move |watchdog| {
+        let (evaluators, profiler) = platform.work_ports(watchdog);
+        WorkPorts {
+            evaluators,
+            profiler,
+            llm,
+            prompts,
+        }
+    });
+
+    let result = system.block_on(async move {
+        let (sender, receiver) = oneshot::channel();
+        let supervisor = Supervisor::new(io, ports, plan, sender).start();
+        forward_signals(supervisor).map_err(|error| {
+            CommandError::Environment(format!(
+                "failed to install the SIGINT/SIGTERM/SIGHUP handlers: {error}"
+            ))
+        })?;
+        let result = receiver.await;
+        // The agents end their evaluators and exit; their steps end with them.
+        if let Some(agents) = agents {
+            agents.close().await;
+        }
+        Ok::<_, CommandError>(result)
+    });
+    view.close();
+    let result = result?;
+    // From here on the run has started: whatever goes wrong is exit 1, never 2.
+    let Ok(result) = result else {
+        console::err("kactors: error: the supervisor stopped without a verdict");
+        return Ok(exit::RUN_FAILED);
+    };
+    if let Some(error) = result
+        .record_error
+        .as_ref()
+        .filter(|error| **error != result.reason)
+    {
+        console::err(format_args!("kactors: error: {error}"));
+    }
+    let report = run_root.join("report.md");
+    let report = if report.is_file() {
+        format!("; report: {}", report.display())
+    } else {
+        String::new()
+    };
+    console::err(format_args!(
+        "kactors: {} ({}){report}",
+        outcome_word(&result.outcome),
+        result.reason,
+    ));
+    Ok(exit::of_outcome(result.outcome))
+}
+
+fn outcome_word(outcome: &actors::journal::RunOutcome) -> &'static str {
+    match outcome {
+        actors::journal::RunOutcome::Completed => "run completed",
+        actors::journal::RunOutcome::Failed => "run failed",
+        actors::journal::RunOutcome::Interrupted => "run interrupted",
+        actors::journal::RunOutcome::Refused => "run refused",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{CliOverrides, StrategyFile, StrategySource, parse_config, resolve};
+
+    fn remote(text: &str) -> (Option<String>, Option<String>, LlmKeys, bool) {
+        let file = StrategyFile {
+            name: "remote".into(),
+            source: StrategySource::File("/cfg/remote.yaml".into()),
+            text: text.into(),
+        };
+        let config = parse_config("remote.yaml", text).unwrap();
+        let settings = resolve(&file, &config, &CliOverrides::default()).unwrap();
+        match settings.llm {
+            LlmChoice::Remote {
+                provider,
+                model,
+                keys,
+            } => (provider, model, keys, settings.high_reasoning_effort),
+            other => panic!("not a remote provider: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_strategys_llm_keys_reach_the_llm_settings_as_written() {
+        let (provider, model, keys, high_reasoning_effort) = remote(
+            "model: gpt-5\nprovider: openai\nhigh_reasoning_effort: true\n\
+             base_url: http://relay.example/v1\nmax_tokens: 4096\ntemperature: 0.5\n\
+             max_inflight: 3\nrequests_per_minute: 50\ntokens_per_minute: 90000\n\
+             budget_usd: 12.5\nrequest_timeout_s: 120\ncontext_window: 200000\nprices:\n  \
+             gpt-5:\n    input_usd_per_mtok: 1.25\n    output_usd_per_mtok: 10\n",
+        );
+        let raw =
+            remote_llm_config(provider.as_deref(), &model, &keys, high_reasoning_effort).unwrap();
+        let api_key = |name: &str| (name == "OPENAI_API_KEY").then(|| "sk-test".to_string());
+        let settings = llm::resolve(&raw, &api_key).unwrap();
+        assert_eq!(settings.provider, llm::Provider::OpenAi);
+        assert_eq!(settings.model, "gpt-5");
+        assert!(settings.high_reasoning_effort);
+        assert_eq!(
+            settings.base_url.as_deref(),
+            Some("http://relay.example/v1")
+        );
+        assert_eq!(settings.max_tokens, 4096);
+        assert_eq!(settings.temperature, Some(0.5));
+        assert_eq!(settings.max_inflight, 3);
+        assert_eq!(settings.requests_per_minute, Some(50));
+        assert_eq!(settings.tokens_per_minute, Some(90_000));
+        assert_eq!(settings.budget_usd, Some(12.5));
+        assert_eq!(settings.request_timeout, Duration::from_secs(120));
+        let price = settings.capability.price.unwrap();
+        assert_eq!(price.source, "configuration (prices.gpt-5)");
+        assert_eq!(
+            (price.input_usd_per_mtok, price.output_usd_per_mtok),
+            (1.25, 10.0)
+        );
+    }
+
+    #[test]
+    fn an_unknown_provider_is_refused_by_name() {
+        let (provider, model, keys, _) = remote("model: gpt-5\nprovider: azure\n");
+        let error = remote_llm_config(provider.as_deref(), &model, &keys, false)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "unknown llm provider `azure`: expected anthropic, openai, openai_compatible or replay"
+        );
+    }
+}

@@ -181,6 +181,13 @@ pub fn plain_line(event: &Event) -> Option<String> {
         } => {
             format!("[device {device}] candidate {candidate} failed: {reason}")
         }
+        Event::DevicesLost { devices, reason } => {
+            let devices: Vec<String> = devices.iter().map(ToString::to_string).collect();
+            format!(
+                "[device {}] lost, retired from the run: {reason}",
+                devices.join(", ")
+            )
+        }
         Event::WorkerDied { device, reason, .. } => {
             format!("[device {device}] worker died: {reason}")
         }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::standin_node::standin_kernel;
-use support::{is_running, standin_python, write_executable};
+use support::{gone_within, standin_python, write_executable};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -177,17 +177,6 @@ fn wait_for_file(path: &Path) -> String {
         assert!(Instant::now() < give_up, "{} never came", path.display());
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let give_up = Instant::now() + limit;
-    while is_running(pid) {
-        if Instant::now() >= give_up {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
 }
 
 #[test]

@@ -7,8 +7,8 @@ mod support;
 use std::path::Path;
 
 use serde_json::Value;
-use support::is_running;
 use support::standin_node::Node;
+use support::{gone_within, is_running};
 
 fn journal(run: &Path) -> Vec<Value> {
     std::fs::read_to_string(run.join("journal.jsonl"))
@@ -404,12 +404,8 @@ fn sigkill_of_kactors_leaves_no_evaluator_behind() {
     };
     kactors.kill().unwrap();
     kactors.wait().unwrap();
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while is_running(hung) {
-        assert!(
-            std::time::Instant::now() < give_up,
-            "the evaluator child {hung} outlived kactors"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    assert!(
+        gone_within(hung, std::time::Duration::from_secs(5)),
+        "the evaluator child {hung} outlived kactors"
+    );
 }

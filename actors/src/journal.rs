@@ -68,6 +68,9 @@ pub enum EvaluationOutcome {
     /// The device's evaluator could not start (the problem's inputs do not fit, say): it can
     /// evaluate nothing.
     Unstartable,
+    /// The device is gone (its node failed): the candidate is not to blame and is evaluated
+    /// again on a live device.
+    DeviceLost,
 }
 
 /// The steps that occupy a device; their start and end records give each device's busy time.
@@ -402,6 +405,12 @@ pub enum Event {
     WorkerRestarted {
         device: DeviceId,
         restarts: u32,
+    },
+    /// Devices that can serve nothing more in this run (their node failed), retired from it:
+    /// nothing is placed on them again. An input.
+    DevicesLost {
+        devices: Vec<DeviceId>,
+        reason: String,
     },
     ChildDeadline {
         label: String,

@@ -61,6 +61,8 @@ enum FailureKind {
     Crashed,
     WorkerDied,
     Unstartable,
+    /// Its device was lost with no live device left to run it on.
+    DeviceLost,
     Duplicate,
     /// No evaluation attempt was journaled: no code came, a request failed, or the journal is
     /// of version 1 (which had no `evaluated` records).
@@ -84,6 +86,7 @@ impl FailureKind {
             Some(EvaluationOutcome::Failed) => FailureKind::Crashed,
             Some(EvaluationOutcome::WorkerDied) => FailureKind::WorkerDied,
             Some(EvaluationOutcome::Unstartable) => FailureKind::Unstartable,
+            Some(EvaluationOutcome::DeviceLost) => FailureKind::DeviceLost,
             Some(EvaluationOutcome::Verified) | None => FailureKind::NotEvaluated,
         }
     }
@@ -96,6 +99,7 @@ impl FailureKind {
             FailureKind::Crashed => "crashed",
             FailureKind::WorkerDied => "worker_died",
             FailureKind::Unstartable => "unstartable",
+            FailureKind::DeviceLost => "device_lost",
             FailureKind::Duplicate => "duplicate",
             FailureKind::NotEvaluated => "not_evaluated",
         }
@@ -108,6 +112,7 @@ impl FailureKind {
             FailureKind::Crashed => "crashed, timed out or could not be timed",
             FailureKind::WorkerDied => "its worker died",
             FailureKind::Unstartable => "its evaluator could not start",
+            FailureKind::DeviceLost => "its device was lost, and every other",
             FailureKind::Duplicate => "a duplicate of an earlier candidate",
             FailureKind::NotEvaluated => "not evaluated (no code, a failed request)",
         }
@@ -162,6 +167,8 @@ pub struct RunSummary {
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
     tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
+    /// The devices lost for good (their node failed), when, and why.
+    devices_lost: Vec<String>,
     profiling_note: Option<String>,
 }
 
@@ -316,6 +323,25 @@ impl RunSummary {
                     },
                 );
                 self.best = Some((*best_candidate, *best_ms));
+            }
+            Event::DevicesLost { devices, reason } => {
+                let after = self
+                    .started
+                    .and_then(|started| record.t.duration_since(started).ok())
+                    .unwrap_or_default();
+                let names: Vec<String> = devices
+                    .iter()
+                    .map(|device| match self.devices.get(device) {
+                        Some(time) if !time.name.is_empty() => format!("{device} ({})", time.name),
+                        _ => device.to_string(),
+                    })
+                    .collect();
+                self.devices_lost.push(format!(
+                    "{} at {} ({:.1} s into the run): {reason}",
+                    names.join(", "),
+                    crate::journal::format_utc_millis(record.t),
+                    after.as_secs_f64()
+                ));
             }
             Event::WorkerDied {
                 device,
@@ -651,6 +677,15 @@ impl RunSummary {
                 fraction * 100.0
             );
         }
+        if !self.devices_lost.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## Devices lost\n\nRetired from the run; what they had in flight ran again on a live device.\n"
+            );
+            for lost in &self.devices_lost {
+                let _ = writeln!(out, "- {lost}");
+            }
+        }
         if !self.worker_deaths.is_empty() {
             let _ = writeln!(out, "\n## Worker restarts\n");
             for death in &self.worker_deaths {
@@ -855,6 +890,47 @@ mod tests {
         assert!(
             report.contains(
                 "Tampered with the evaluator's state (rejected; the evaluator restarted): candidates 3, 5."
+            ),
+            "{report}"
+        );
+    }
+
+    /// Issue 14: the report says which devices were lost, when and why.
+    #[test]
+    fn the_report_names_the_devices_lost_with_their_nodes_and_when() {
+        let device = |id: u32, index: u32| crate::journal::DeviceDescription {
+            device: DeviceId(id),
+            name: "NVIDIA H200".into(),
+            uuid: None,
+            node: Some("n2".into()),
+            index: Some(index),
+            step: Some("7.1".into()),
+        };
+        let started = Event::RunStarted {
+            strategy: "nvidia".into(),
+            platform: "nvidia".into(),
+            simulated: false,
+            search: "beam_search".into(),
+            num_top_kernels: 1,
+            num_bottlenecks: 2,
+            max_rounds: 1,
+            devices: vec![device(0, 0), device(1, 1)],
+            initial_source: String::new(),
+        };
+        let lost = JournalRecord {
+            t: SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(12_500),
+            event: Event::DevicesLost {
+                devices: vec![DeviceId(0), DeviceId(1)],
+                reason: "the agent of node n2 stopped answering".into(),
+            },
+        };
+        let mut summary = RunSummary::default();
+        summary.observe(&record(started));
+        summary.observe(&lost);
+        let report = summary.render_markdown();
+        assert!(
+            report.contains(
+                "- 0 (NVIDIA H200 on n2:0), 1 (NVIDIA H200 on n2:1) at 1970-01-01T00:00:12.500Z (12.5 s into the run): the agent of node n2 stopped answering"
             ),
             "{report}"
         );

@@ -33,6 +33,19 @@ impl RemoteDevices {
             .cloned()
             .ok_or_else(|| format!("no node agent serves device {device}"))
     }
+
+    /// The devices that fail with `device` when its agent is lost: its node's (itself
+    /// included).
+    fn on_the_node_of(&self, device: DeviceId) -> Vec<DeviceId> {
+        let Some(link) = self.links.get(&device) else {
+            return vec![device];
+        };
+        self.links
+            .iter()
+            .filter(|(_, other)| Rc::ptr_eq(link, other))
+            .map(|(device, _)| *device)
+            .collect()
+    }
 }
 
 pub struct RemoteEvaluatorFactory(pub RemoteDevices);
@@ -42,6 +55,7 @@ impl EvaluatorFactory for RemoteEvaluatorFactory {
         Box::new(RemoteEvaluator {
             device,
             link: self.0.link(device),
+            node_devices: self.0.on_the_node_of(device),
             started: None,
         })
     }
@@ -51,6 +65,8 @@ impl EvaluatorFactory for RemoteEvaluatorFactory {
 struct RemoteEvaluator {
     device: DeviceId,
     link: Result<Rc<AgentLink>, String>,
+    /// The devices lost with this one when its agent is.
+    node_devices: Vec<DeviceId>,
     started: Option<serde_json::Value>,
 }
 
@@ -59,14 +75,12 @@ impl RemoteEvaluator {
         &mut self,
         make: impl FnOnce(u64) -> AgentRequest,
     ) -> Result<WireOutcome, EvalError> {
-        let link = self
-            .link
-            .clone()
-            .map_err(|reason| EvalError::DeviceLost { reason })?;
-        let Reply { started, outcome } = link
-            .call(make)
-            .await
-            .map_err(|reason| EvalError::DeviceLost { reason })?;
+        let lost = |reason| EvalError::DeviceLost {
+            reason,
+            devices: self.node_devices.clone(),
+        };
+        let link = self.link.clone().map_err(lost)?;
+        let Reply { started, outcome } = link.call(make).await.map_err(lost)?;
         if started.is_some() {
             self.started = started;
         }

@@ -330,7 +330,7 @@ impl From<&EvalError> for WireEvalError {
                 reason: reason.clone(),
             },
             // An agent's own devices are never lost to it; the head says so of a whole node.
-            EvalError::DeviceLost { reason } => WireEvalError::Crashed {
+            EvalError::DeviceLost { reason, .. } => WireEvalError::Crashed {
                 reason: reason.clone(),
             },
         }

@@ -128,12 +128,21 @@ impl Placement {
             .filter(|line| line.stops_a_run())
             .count();
         if stopping > 0 {
+            launch.abandon(system);
             return Err(CommandError::Environment(format!(
                 "{stopping} preflight check(s) failed (the FAIL lines above); `kactors check --strategy {}` repeats them",
                 settings.strategy
             )));
         }
         Ok((launch, preflight))
+    }
+
+    /// A run refused after its devices were placed: the agents (under Slurm) end their
+    /// evaluators and exit, and their steps end with them.
+    pub(crate) fn abandon(&self, system: &SystemRunner) {
+        if let Placement::Slurm(slurm) = self {
+            system.block_on(slurm.agents.close());
+        }
     }
 
     pub(super) fn platform(&self) -> Platform {

@@ -58,6 +58,44 @@ fn recorded_devices(records: &[JournalRecord]) -> Vec<DevicePlace> {
         .unwrap_or_default()
 }
 
+/// What changed since the run started (settings, kernel files), which `--force` lets a resume
+/// go on with; a resume on other devices, or with changes and no `--force`, is refused.
+fn changes_since_the_start(
+    launch: &Launch,
+    records: &[JournalRecord],
+    recorded: &RecordedRun,
+    root: &Path,
+    force: bool,
+) -> Result<Vec<String>, CommandError> {
+    let now_devices = devices_by_place(&launch.placement.describe());
+    let was_devices = recorded_devices(records);
+    if now_devices != was_devices {
+        return Err(CommandError::Environment(format!(
+            "cannot resume {}: it ran on devices {was_devices:?} and would now run on {now_devices:?}; a resume needs the same devices (check --gpus and CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)",
+            root.display()
+        )));
+    }
+    let now_settings = serde_yaml::to_value(&launch.settings).map_err(|error| {
+        CommandError::Environment(format!("failed to compare the settings: {error}"))
+    })?;
+    let mut changes = settings_changes(&recorded.settings, &now_settings);
+    changes.extend(KernelFingerprint::of(&launch.kernel.root).changes_since(&recorded.kernel));
+    if !changes.is_empty() {
+        if !force {
+            return Err(CommandError::Environment(format!(
+                "cannot resume {}: it changed since the run started: {}; resume with --force to go on with what is there now",
+                root.display(),
+                changes.join("; ")
+            )));
+        }
+        console::err(format_args!(
+            "kactors: warning: resuming with --force although it changed since the run started: {}",
+            changes.join("; ")
+        ));
+    }
+    Ok(changes)
+}
+
 pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
     let (root, lock) = RunDirectory::hold(&args.run_dir)?;
     let recorded = RecordedRun::read(&root)?;
@@ -79,32 +117,10 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
     recorded.invocation.enter_working_dir()?;
     let run_parent = root.parent().unwrap_or(&root);
     let launch = Launch::prepare(recorded.invocation.clone(), run_parent, Some(&history))?;
-    let now_devices = devices_by_place(&launch.placement.describe());
-    let was_devices = recorded_devices(&records);
-    if now_devices != was_devices {
-        return Err(CommandError::Environment(format!(
-            "cannot resume {}: it ran on devices {was_devices:?} and would now run on {now_devices:?}; a resume needs the same devices (check --gpus and CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)",
-            root.display()
-        )));
-    }
-    let now_settings = serde_yaml::to_value(&launch.settings).map_err(|error| {
-        CommandError::Environment(format!("failed to compare the settings: {error}"))
-    })?;
-    let mut changes = settings_changes(&recorded.settings, &now_settings);
-    changes.extend(KernelFingerprint::of(&launch.kernel.root).changes_since(&recorded.kernel));
-    if !changes.is_empty() {
-        if !args.force {
-            return Err(CommandError::Environment(format!(
-                "cannot resume {}: it changed since the run started: {}; resume with --force to go on with what is there now",
-                root.display(),
-                changes.join("; ")
-            )));
-        }
-        console::err(format_args!(
-            "kactors: warning: resuming with --force although it changed since the run started: {}",
-            changes.join("; ")
-        ));
-    }
+    let changes = match changes_since_the_start(&launch, &records, &recorded, &root, args.force) {
+        Ok(changes) => changes,
+        Err(error) => return Err(launch.abandon(error)),
+    };
 
     let orphans_ended = crate::process::end_orphans_of_run(
         &root,
@@ -142,7 +158,10 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
         torn_line: torn.is_some(),
         forced_changes: changes,
     };
-    let run_dir = RunDirectory::reopen(&root, whole_bytes, lock)?;
+    let run_dir = match RunDirectory::reopen(&root, whole_bytes, lock) {
+        Ok(run_dir) => run_dir,
+        Err(error) => return Err(launch.abandon(error.into())),
+    };
     execute(
         launch,
         run_dir,

@@ -23,11 +23,14 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
         &launch.preflight,
         &launch.gpu_state(),
     );
-    let run_dir = RunDirectory::create(
+    let run_dir = match RunDirectory::create(
         &args.run_dir,
         &launch.settings.strategy,
         SystemTime::now(),
         &run_yaml,
-    )?;
+    ) {
+        Ok(run_dir) => run_dir,
+        Err(error) => return Err(launch.abandon(error.into())),
+    };
     execute(launch, run_dir, args.json, None)
 }

@@ -69,3 +69,16 @@ pub fn is_running(pid: i32) -> bool {
 pub fn standin_python() -> PathBuf {
     fixtures().join("standin-python")
 }
+
+/// Waits up to `limit` for `pid` to end: a process killed on another node, or by its own
+/// parent-death signal, ends a moment after whoever killed it says so.
+pub fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
+    let give_up = std::time::Instant::now() + limit;
+    while is_running(pid) {
+        if std::time::Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
+}

@@ -39,6 +39,7 @@ fn failure_colour(kind: FailureKind) -> &'static str {
         FailureKind::Crashed => "#e69f00",
         FailureKind::WorkerDied => "#cc79a7",
         FailureKind::Unstartable => "#56b4e9",
+        FailureKind::DeviceLost => "#f0e442",
         FailureKind::Duplicate => "#999999",
         FailureKind::NotEvaluated => "#8c6d00",
     }

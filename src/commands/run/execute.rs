@@ -92,8 +92,15 @@ impl Launch {
             &inputs,
             &system,
         )?;
-        let (llm, max_inflight) = llm_provider(&settings, &kernel, history)?;
-        let prompts = Rc::new(prompts(&settings, &kernel, &placement)?);
+        let llm_and_prompts = llm_provider(&settings, &kernel, history)
+            .and_then(|llm| Ok((llm, Rc::new(prompts(&settings, &kernel, &placement)?))));
+        let ((llm, max_inflight), prompts) = match llm_and_prompts {
+            Ok(made) => made,
+            Err(error) => {
+                placement.abandon(&system);
+                return Err(error);
+            }
+        };
         Ok(Launch {
             invocation,
             settings,
@@ -110,6 +117,13 @@ impl Launch {
     /// The GPUs as they are now, for run.yaml's provenance.
     pub fn gpu_state(&self) -> crate::devices::GpuState {
         self.placement.gpu_state(&self.settings)
+    }
+
+    /// A launch refused before it ran (a resume that finds the run changed): the node agents
+    /// are told to end.
+    pub fn abandon(self, error: CommandError) -> CommandError {
+        self.placement.abandon(&self.system);
+        error
     }
 }
 

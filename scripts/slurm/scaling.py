@@ -22,6 +22,8 @@ from journal_spans import busy_fractions, spans_by_device, stamp  # noqa: E402
 
 binary = str(Path(sys.argv[1] if len(sys.argv) > 1 else "target/release/kactors").resolve())
 repo = Path(__file__).resolve().parents[2]
+# Plays the evaluator (tests/fixtures/standin_evaluator.py) and Python, as in the tests.
+STANDIN_PYTHON = repo / "tests" / "fixtures" / "standin-python"
 EVAL_S = 0.2
 CANDIDATES = 64
 # (launcher, nodes, GPUs per node)
@@ -44,14 +46,7 @@ def prepare(work):
         "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\n"
         "for i in 0 1 2 3 4 5 6 7; do echo \"$i, NVIDIA H200, GPU-$node-$i, 00000000:00:0$i.0\"; done\n"
     )
-    shim = bin_dir / "python-shim"
-    fixtures = repo / "tests" / "fixtures"
-    shim.write_text(
-        f"#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{fixtures / 'standin_evaluator.py'}' \"$@\";;\n"
-        f"  *) exec '{fixtures / 'standin-python'}' \"$@\";;\nesac\n"
-    )
-    for tool in (smi, shim):
-        tool.chmod(0o755)
+    smi.chmod(0o755)
     kernel = work / "kernel"
     (kernel / "candidates").mkdir(parents=True)
     (kernel / "input.py").write_text("# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n")
@@ -90,7 +85,7 @@ def measure(work, kernel, launcher, nodes, per_node):
         started = time.time()
         subprocess.run(
             [binary, "run", "--strategy", "scaling", "--config-dir", str(config), "--kernel-dir", str(kernel),
-             "--run-dir", str(runs), "--python", str(work / "bin" / "python-shim")],
+             "--run-dir", str(runs), "--python", str(STANDIN_PYTHON)],
             check=True, stderr=subprocess.DEVNULL, env=env, cwd=work,
         )
     finally:

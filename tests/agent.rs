@@ -6,12 +6,13 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::slurm_run::write_node_nvidia_smi;
 use support::standin_node::standin_kernel;
-use support::{gone_within, standin_python, write_executable};
+use support::{gone_within, kactors, standin_python};
 
 struct Node {
     dir: tempfile::TempDir,
@@ -29,10 +30,7 @@ impl Node {
         let root = dir.path();
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        write_executable(
-            &bin.join("nvidia-smi"),
-            "#!/bin/sh\nfor i in 0 1 2 3; do echo \"$i, NVIDIA H200, GPU-$SLURMD_NODENAME-$i, 00000000:00:0$i.0\"; done\n",
-        );
+        write_node_nvidia_smi(&bin);
         standin_kernel(root, &[]);
         std::fs::write(
             root.join("standin.yaml"),
@@ -64,8 +62,7 @@ impl Node {
     /// The agent of node n7, step 5.3, holding Slurm's GPUs 1 and 2.
     fn agent(&self) -> Agent {
         let root = self.root();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_kactors"))
-            .current_dir(root)
+        let mut child = kactors(root)
             .args(["agent", "--strategy", "standin", "--config-dir", "."])
             .arg("--kernel-dir")
             .arg(root.join("kernel"))
@@ -84,8 +81,6 @@ impl Node {
             .env("SLURM_STEP_GPUS", "1,2")
             .env("CUDA_VISIBLE_DEVICES", "1,2")
             .env("KACTORS_LOCK_DIR", root.join("locks"))
-            .env_remove("KACTORS_CONFIG_DIR")
-            .env_remove("RUST_LOG")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(root.join("agent.log")).unwrap())
@@ -200,7 +195,13 @@ fn an_agent_says_hello_with_its_nodes_gpus_and_checks_then_serves_its_devices() 
             )
         })
         .collect();
-    assert_eq!(devices, [(1, "GPU-n7-1"), (2, "GPU-n7-2")]);
+    assert_eq!(
+        devices,
+        [
+            (1, "GPU-n7-0000-0000-0000-000000000001"),
+            (2, "GPU-n7-0000-0000-0000-000000000002")
+        ]
+    );
     let checks: Vec<&str> = hello["preflight"]
         .as_array()
         .unwrap()
@@ -216,9 +217,9 @@ fn an_agent_says_hello_with_its_nodes_gpus_and_checks_then_serves_its_devices() 
         "{checks:?}"
     );
     assert!(
-        checks
-            .iter()
-            .any(|what| what.contains("visible to torch under CUDA_VISIBLE_DEVICES=GPU-n7-2")),
+        checks.iter().any(|what| what.contains(
+            "visible to torch under CUDA_VISIBLE_DEVICES=GPU-n7-0000-0000-0000-000000000002"
+        )),
         "{checks:?}"
     );
     agent.start(&node);
@@ -235,7 +236,10 @@ fn an_agent_says_hello_with_its_nodes_gpus_and_checks_then_serves_its_devices() 
     assert_eq!(verified["outcome"]["kind"], "verified", "{verified}");
     assert_eq!(verified["outcome"]["verdict"]["verdict"], "passed");
     // The evaluator of run device 5 is pinned to the node's GPU 2, and says where it runs.
-    assert_eq!(verified["started"]["device"]["uuid"], "GPU-n7-2");
+    assert_eq!(
+        verified["started"]["device"]["uuid"],
+        "GPU-n7-0000-0000-0000-000000000002"
+    );
     assert_eq!(verified["started"]["node"], "n7");
     assert!(node.root().join("run/devices/5/evaluator.log").is_file());
     let timed = agent.ask(json!({"op": "time", "id": 4, "device": 5, "job": job(&folder, 10.0)}));
@@ -282,19 +286,10 @@ fn a_killed_agents_evaluators_die_with_it() {
 #[test]
 fn an_agent_outside_a_slurm_step_refuses_saying_why() {
     let node = Node::new();
-    let output = Command::new(env!("CARGO_BIN_EXE_kactors"))
-        .current_dir(node.root())
-        .args([
-            "agent",
-            "--strategy",
-            "standin",
-            "--config-dir",
-            ".",
-            "--kernel-dir",
-            "kernel",
-        ])
+    let output = kactors(node.root())
+        .args(["agent", "--strategy", "standin", "--config-dir", "."])
+        .args(["--kernel-dir", "kernel"])
         .env_remove("SLURMD_NODENAME")
-        .env_remove("KACTORS_CONFIG_DIR")
         .stdin(Stdio::null())
         .output()
         .unwrap();

@@ -183,8 +183,10 @@ fn a_hung_evaluator_on_node_2_is_ended_within_its_deadline_plus_grace() {
         clock[0] * 3600.0 + clock[1] * 60.0 + clock[2]
     };
     let took = at("step_finished") - at("step_started");
+    // The head's clock also sees the request's way to node 2 and the reply's way back over
+    // srun, and a 2-core CI machine running the cluster besides: 3 s of slack for those.
     assert!(
-        (2.0..2.0 + 0.5 + 1.5).contains(&took),
+        (2.0..2.0 + 0.5 + 3.0).contains(&took),
         "the hung verification took {took} s: its deadline is 2 s and the grace 0.5 s"
     );
     let pid: i32 = std::fs::read_to_string(pidfile.path())
@@ -452,18 +454,14 @@ fn a_resume_in_the_same_allocation_continues_on_both_nodes() {
     kactors.wait().unwrap();
     let run_dir = run.runs()[0].clone();
     let before = journal(&run_dir).len();
-    let output = run
+    let resumed = run
         .kactors(&allocation.job)
         .arg("resume")
         .arg(&run_dir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .output();
+    let resumed = resumed.unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert_eq!(resumed.status.code(), Some(0), "{stderr}");
     let records = journal(&run_dir);
     let table = device_table(&records);
     let nodes_after: BTreeSet<String> = records[before..]

@@ -16,6 +16,15 @@ pub struct SlurmRun {
     pub dir: tempfile::TempDir,
 }
 
+/// A fake nvidia-smi in `bin` that lists four H200s on whichever node runs it, each UUID
+/// naming the node (Slurm's SLURMD_NODENAME in a step): `GPU-n2-0000-0000-0000-000000000001`.
+pub fn write_node_nvidia_smi(bin: &Path) {
+    write_executable(
+        &bin.join("nvidia-smi"),
+        "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\nfor i in 0 1 2 3; do\n  echo \"$i, NVIDIA H200, GPU-$node-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"\ndone\n",
+    );
+}
+
 impl SlurmRun {
     /// A kernel directory with `candidates` (name, source) and a strategy of `extra` keys.
     pub fn new(candidates: &[(String, String)], extra: &str) -> SlurmRun {
@@ -23,10 +32,7 @@ impl SlurmRun {
         let root = dir.path();
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        write_executable(
-            &bin.join("nvidia-smi"),
-            "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\nfor i in 0 1 2 3; do\n  echo \"$i, NVIDIA H200, GPU-$node-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"\ndone\n",
-        );
+        write_node_nvidia_smi(&bin);
         let candidates: Vec<(&str, &str)> = candidates
             .iter()
             .map(|(name, text)| (name.as_str(), text.as_str()))
@@ -65,9 +71,8 @@ impl SlurmRun {
     /// kactors in this test's folder and allocation `job`, with the fake tools first on PATH.
     pub fn kactors(&self, job: &str) -> Command {
         let root = self.root();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
+        let mut command = super::kactors(root);
         command
-            .current_dir(root)
             .env(
                 "PATH",
                 format!(
@@ -79,9 +84,7 @@ impl SlurmRun {
             .env("SLURM_JOB_ID", job)
             .env("KACTORS_LOCK_DIR", root.join("locks"))
             .env("ANTHROPIC_API_KEY", "sk-ant-never-in-a-child")
-            .env_remove("CUDA_VISIBLE_DEVICES")
-            .env_remove("KACTORS_CONFIG_DIR")
-            .env_remove("RUST_LOG");
+            .env_remove("CUDA_VISIBLE_DEVICES");
         command
     }
 

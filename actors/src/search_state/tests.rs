@@ -545,47 +545,32 @@ fn devices_lost(devices: &[u32]) -> Event {
 /// i goes to live device i mod (live devices), then and in the rounds after.
 #[test]
 fn in_rounds_a_lost_devices_candidates_move_to_live_device_i_mod_live_devices() {
-    let four_devices = config(1, 4, 2, 4, Pacing::Rounds);
-    let state = check(
-        four_devices.clone(),
-        &[
-            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
-            (
-                verified(0, 0, 8.0),
-                "0 finished at 8 ms
-                 best is now 0 (8 ms)
-                 round 1 starts from [CandidateId(0)]
-                 planned 1 in round 1 from 0 (proposal 0) on 1
-                 planned 2 in round 1 from 0 (proposal 1) on 2
-                 planned 3 in round 1 from 0 (proposal 2) on 3
-                 planned 4 in round 1 from 0 (proposal 3) on 0
-                 journal request r1-c0-analysis
-                 ask for 4 bottlenecks of 0",
-            ),
-            (
-                analysed(0, 1, &["a", "b", "c", "d"]),
-                "journal request r1-c1
-                 ask for 1 from 0 (proposal 0 of 4, bottleneck Some(\"a\"))
-                 journal request r1-c2
-                 ask for 2 from 0 (proposal 1 of 4, bottleneck Some(\"b\"))
-                 journal request r1-c3
-                 ask for 3 from 0 (proposal 2 of 4, bottleneck Some(\"c\"))
-                 journal request r1-c4
-                 ask for 4 from 0 (proposal 3 of 4, bottleneck Some(\"d\"))",
-            ),
-            (code(1, 1, "k1"), "evaluate 1 on 1, attempt 0: k1"),
-            (code(2, 2, "k2"), "evaluate 2 on 2, attempt 0: k2"),
-            (code(3, 3, "k3"), "evaluate 3 on 3, attempt 0: k3"),
-            (devices_lost(&[2, 3]), ""),
-            (
-                evaluated(2, 2, 0, EvaluationOutcome::DeviceLost, None),
-                "evaluate 2 on 0, attempt 0: k2",
-            ),
-            (
-                evaluated(3, 3, 0, EvaluationOutcome::DeviceLost, None),
-                "evaluate 3 on 1, attempt 0: k3",
-            ),
-        ],
+    // One parent, four proposals on four devices: candidates 1, 2, 3 on devices 1, 2, 3.
+    let mut state = SearchState::new(config(1, 4, 2, 4, Pacing::Rounds));
+    for input in [
+        started("k0"),
+        verified(0, 0, 8.0),
+        analysed(0, 1, &["a", "b", "c", "d"]),
+        code(1, 1, "k1"),
+        code(2, 2, "k2"),
+        code(3, 3, "k3"),
+    ] {
+        state.apply(&input);
+    }
+    let mut after = |input: Event| -> Vec<String> {
+        let decisions = state.apply(&input).iter().map(describe).collect();
+        state.check_invariants().unwrap();
+        decisions
+    };
+    assert!(after(devices_lost(&[2, 3])).is_empty());
+    // Two live devices, 0 and 1: candidate 2 to 2 mod 2, candidate 3 to 3 mod 2.
+    assert_eq!(
+        after(evaluated(2, 2, 0, EvaluationOutcome::DeviceLost, None)),
+        ["evaluate 2 on 0, attempt 0: k2"]
+    );
+    assert_eq!(
+        after(evaluated(3, 3, 0, EvaluationOutcome::DeviceLost, None)),
+        ["evaluate 3 on 1, attempt 0: k3"]
     );
     assert_eq!(
         state.device_for_answer(CandidateId(4)),

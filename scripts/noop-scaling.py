@@ -13,27 +13,14 @@ import json
 import subprocess
 import sys
 import tempfile
-from datetime import datetime
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from journal_spans import busy_fractions, spans_by_device, stamp  # noqa: E402
 
 binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/kactors"
 EVAL_S = 0.2
 CANDIDATES = int(sys.argv[2]) if len(sys.argv) > 2 else 96
-
-
-def stamp(text):
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def spans_by_device(records):
-    spans, open_steps = {}, {}
-    for r in records:
-        key = (r.get("device"), r.get("candidate"), r.get("step"))
-        if r["type"] == "step_started":
-            open_steps[key] = stamp(r["t"])
-        elif r["type"] == "step_finished" and key in open_steps:
-            spans.setdefault(r["device"], []).append((open_steps.pop(key), stamp(r["t"])))
-    return spans
 
 
 def overlaps(spans):
@@ -72,10 +59,7 @@ def measure(work, kernel, latency, search):
         end = max(stamp(r["t"]) for r in evaluated)
         wall = end - begin
         spans = spans_by_device(records)
-        busy = {
-            device: f"{100 * sum(max(0.0, min(b, end) - max(a, begin)) for a, b in device_spans) / wall:.0f}%"
-            for device, device_spans in sorted(spans.items())
-        }
+        busy = {device: f"{100 * fraction:.0f}%" for device, fraction in busy_fractions(spans, begin, end).items()}
         rows.append((devices, len(evaluated), wall, 60 * len(evaluated) / wall, busy, overlaps(spans)))
     base = rows[0][3]
     print(f"\nreplay latency {latency} s, evaluation {EVAL_S} s (simulated), {CANDIDATES} replayed candidates, beam 2 x 4, search: {search}, default settings\n")

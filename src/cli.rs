@@ -36,6 +36,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Render report.md and report.html from a run directory's journal: finished, killed or still going
     Report(ReportArgs),
+    /// A node agent: started by `kactors run` on each node of a Slurm allocation (launcher slurm)
+    #[command(hide = true)]
+    Agent(AgentArgs),
 }
 
 impl Command {
@@ -49,6 +52,8 @@ impl Command {
             Command::Profile(args) => args.json,
             Command::Check(args) => args.json,
             Command::Report(args) => args.json,
+            // The agent's stdout is its channel to the head, JSON by construction.
+            Command::Agent(_) => false,
         }
     }
 }
@@ -207,4 +212,27 @@ pub struct ReportArgs {
     /// "torn_line"}
     #[arg(long)]
     pub json: bool,
+}
+
+/// The node agent's command line, as the head writes it: the strategy and the kernel
+/// directory the head was given (on the filesystem the allocation shares), and the file whose
+/// token shows that the run directory is shared.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[arg(long, value_name = "NAME")]
+    pub strategy: String,
+    #[arg(long, value_name = "DIR", required_unless_present = "list")]
+    pub kernel_dir: Option<PathBuf>,
+    #[arg(long, value_name = "PATH")]
+    pub python: Option<PathBuf>,
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
+    /// A file in the run directory's folder, written by the head: this node must read `check_token` in it
+    #[arg(long, value_name = "PATH", requires = "check_token")]
+    pub check_file: Option<PathBuf>,
+    #[arg(long, value_name = "TOKEN")]
+    pub check_token: Option<String>,
+    /// Only say which devices the node has (`kactors devices`): no lock, no check, then exit
+    #[arg(long)]
+    pub list: bool,
 }

@@ -4,8 +4,10 @@
 //! The top layer: a command may use every module of the crate, and no module imports from here.
 //! `settings.rs` is how every command reads its strategy.
 
+mod agent;
 mod check;
 mod devices;
+mod placement;
 mod profile;
 mod report;
 mod resume;
@@ -61,6 +63,7 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Profile(args) => profile::profile(args),
         Command::Check(args) => Ok(check::check(args)),
         Command::Report(args) => report::report(args),
+        Command::Agent(args) => Ok(agent::agent(args)),
     };
     match result {
         Ok(code) => code,

@@ -8,7 +8,9 @@ mod resolve;
 mod schema;
 mod strategies;
 
-pub use resolve::{CliOverrides, LlmChoice, RunSettings, resolve};
+pub use resolve::{
+    CliOverrides, DEFAULT_AGENT_TIMEOUT_S, LauncherRequest, LlmChoice, RunSettings, resolve,
+};
 pub use schema::{
     ConfigError, ConfigFile, PlatformKwargs, PlatformSpec, StrategyConfig, parse_config,
 };

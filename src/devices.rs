@@ -5,6 +5,8 @@ mod environment;
 mod error;
 #[cfg(test)]
 mod fake_tools;
+#[cfg(test)]
+pub(crate) use fake_tools::fake_h200;
 mod lock;
 mod masks;
 mod nvidia;
@@ -23,3 +25,6 @@ pub use pin::Pin;
 pub use provenance::{GpuState, gpu_state};
 pub use select::{DeviceRequest, select_devices};
 pub use specs::{GpuSpec, SpecMatch, spec_by_name, spec_table};
+// The Slurm tools run before actors start the same way the GPU tools do.
+pub(crate) use error::ToolFailure;
+pub(crate) use tool::{TOOL_TIMEOUT, find_executable, run_tool};

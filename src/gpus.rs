@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::config::RunSettings;
 use crate::devices::{
-    DeviceError, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment, lock_devices,
-    select_devices,
+    DeviceError, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment, LockedDevice,
+    lock_devices, select_devices,
 };
 use crate::vendor::Platform;
 
@@ -75,29 +75,7 @@ pub fn choose_run_devices(
             notes,
         });
     }
-    let dir = lock_dir();
-    let give_up = Instant::now() + Duration::from_secs_f64(settings.gpu_wait_s);
-    let locked = loop {
-        let attempt = lock_devices(&dir, selection.devices.clone())?;
-        if !attempt.locked.is_empty() || Instant::now() >= give_up {
-            notes.extend(attempt.warnings);
-            break attempt.locked;
-        }
-        std::thread::sleep(
-            Duration::from_secs(1).min(give_up.saturating_duration_since(Instant::now())),
-        );
-    };
-    if locked.is_empty() {
-        let waited = if settings.gpu_wait_s > 0.0 {
-            format!(" after waiting {} s", settings.gpu_wait_s)
-        } else {
-            String::new()
-        };
-        return Err(RunDevicesError::AllLocked {
-            dir: dir.display().to_string(),
-            waited,
-        });
-    }
+    let locked = lock_or_wait(settings, &selection.devices, &mut notes)?;
     let visible = locked.len();
     let wanted = settings.num_workers.map_or(visible, |n| n as usize);
     if wanted > visible {
@@ -120,4 +98,38 @@ pub fn choose_run_devices(
         locks,
         notes,
     })
+}
+
+/// Locks what it can of `devices` in the node's lock folder; when another run holds all of
+/// them, waits up to gpu_wait_s for one, then fails. A GPU left out gets a note. A node agent
+/// locks its node's devices this way too, so that two runs in one allocation never share one.
+pub fn lock_or_wait(
+    settings: &RunSettings,
+    devices: &[crate::devices::Device],
+    notes: &mut Vec<String>,
+) -> Result<Vec<LockedDevice>, RunDevicesError> {
+    let dir = lock_dir();
+    let give_up = Instant::now() + Duration::from_secs_f64(settings.gpu_wait_s);
+    let locked = loop {
+        let attempt = lock_devices(&dir, devices.to_vec())?;
+        if !attempt.locked.is_empty() || Instant::now() >= give_up {
+            notes.extend(attempt.warnings);
+            break attempt.locked;
+        }
+        std::thread::sleep(
+            Duration::from_secs(1).min(give_up.saturating_duration_since(Instant::now())),
+        );
+    };
+    if locked.is_empty() {
+        let waited = if settings.gpu_wait_s > 0.0 {
+            format!(" after waiting {} s", settings.gpu_wait_s)
+        } else {
+            String::new()
+        };
+        return Err(RunDevicesError::AllLocked {
+            dir: dir.display().to_string(),
+            waited,
+        });
+    }
+    Ok(locked)
 }

@@ -2,6 +2,7 @@
 //! configuration, kernel directories, the run directory, child processes, platforms (noop,
 //! NVIDIA, ROCm), LLM providers and prompts live here and implement the runtime's ports.
 
+pub mod agent;
 pub mod check;
 pub mod cli;
 pub mod commands;
@@ -25,4 +26,5 @@ pub mod replay;
 pub mod rocm;
 pub mod run_dir;
 pub mod signals;
+pub mod slurm;
 pub mod vendor;

@@ -13,7 +13,7 @@ use actors::ports::{EvaluatorFactory, KernelProfiler};
 use actors::watchdog::WatchdogClient;
 
 use crate::config::RunSettings;
-use crate::devices::{DeviceKind, DeviceSelection};
+use crate::devices::{Device, DeviceKind, DeviceSelection};
 use crate::evaluator::protocol::EvaluatorConfig;
 use crate::evaluator::{
     ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, KERNEL_CALL, PROFILE_WRAPPER,
@@ -61,6 +61,38 @@ fn write(path: &Path, contents: &str) -> std::io::Result<PathBuf> {
     Ok(path.to_path_buf())
 }
 
+/// The scripts a GPU run's children run, in the run directory's `tools/`: the evaluator and the
+/// profiled wrapper beside `kernel_call.py`, which both import, and the aten allowlist.
+pub struct Tools {
+    evaluator: PathBuf,
+    wrapper: PathBuf,
+    allowlist: PathBuf,
+}
+
+impl Tools {
+    /// Writes them into `<run_root>/tools/`.
+    pub fn write(run_root: &Path) -> std::io::Result<Tools> {
+        let tools = run_root.join("tools");
+        std::fs::create_dir_all(&tools)?;
+        // Both import kernel_call.py from their own folder: it must lie beside them.
+        write(&tools.join("kernel_call.py"), KERNEL_CALL)?;
+        write(&tools.join("evaluator.py"), EVALUATOR_SCRIPT)?;
+        write(&tools.join("profile_wrapper.py"), PROFILE_WRAPPER)?;
+        write(&tools.join("aten_allowlist.yaml"), ATEN_ALLOWLIST)?;
+        Ok(Tools::of_run(run_root))
+    }
+
+    /// Where `write` put them: a node agent's view of the run directory the head shares.
+    pub fn of_run(run_root: &Path) -> Tools {
+        let tools = run_root.join("tools");
+        Tools {
+            evaluator: tools.join("evaluator.py"),
+            wrapper: tools.join("profile_wrapper.py"),
+            allowlist: tools.join("aten_allowlist.yaml"),
+        }
+    }
+}
+
 pub fn prepare(
     run_root: &Path,
     settings: &RunSettings,
@@ -77,76 +109,98 @@ pub fn prepare(
                 .collect(),
         });
     };
-    let tools = run_root.join("tools");
-    std::fs::create_dir_all(&tools)?;
-    // Both import kernel_call.py from their own folder: it must lie beside them.
-    write(&tools.join("kernel_call.py"), KERNEL_CALL)?;
-    let script = write(&tools.join("evaluator.py"), EVALUATOR_SCRIPT)?;
-    let wrapper = write(&tools.join("profile_wrapper.py"), PROFILE_WRAPPER)?;
-    let allowlist = write(&tools.join("aten_allowlist.yaml"), ATEN_ALLOWLIST)?;
-    let mut slots = Vec::new();
-    for device in &selection.devices {
-        let pin = device.pin();
-        let folder = run_root.join("devices").join(pin.device().to_string());
-        std::fs::create_dir_all(&folder)?;
-        slots.push(DeviceSlot { folder, pin });
-    }
-    let kernel_dir = std::path::absolute(kernel_dir)?;
-    let setup = EvaluatorSetup {
-        python: settings.python.clone(),
-        script,
-        kernel_dir,
-        config: EvaluatorConfig {
-            allowlist,
-            dtype: None,
-            atol: None,
-            rtol: None,
-            seeds: 3,
-            benchmark_warmup: settings.benchmark_warmup,
-            benchmark_repeat: settings.benchmark_repeat,
-            l2_flush_bytes: None,
-        },
-        startup_deadline: EVALUATOR_STARTUP_DEADLINE,
-        kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
-    };
-    let targets = selection
+    let tools = Tools::write(run_root)?;
+    let devices: Vec<(DeviceId, &Device)> = selection
         .devices
         .iter()
-        .map(|device| {
-            let gfx_target = match &device.kind {
-                DeviceKind::Rocm { gfx_target, .. } => gfx_target.clone(),
-                _ => None,
-            };
-            let peaks = device.spec.map(|spec| RocmPeaks {
-                peak_bandwidth_gbps: spec.memory_bandwidth_gb_per_s,
-                peak_tflops_by_dtype: BTreeMap::from([
-                    ("bf16".to_string(), spec.bf16_tflops),
-                    ("fp16".to_string(), spec.fp16_tflops),
-                    ("fp32".to_string(), spec.fp32_matrix_tflops),
-                ]),
-            });
-            (DeviceId(device.id), RocmDeviceFacts { gfx_target, peaks })
-        })
+        .map(|device| (DeviceId(device.id), device))
         .collect();
-    let profiler = settings.profiler_enabled.then(|| ProfilerPlan {
-        vendor,
-        wrapper,
-        ncu_bin_path: settings.ncu_bin_path.clone(),
-        rocprof: RocprofSettings {
-            rocprof_bin_path: settings.rocprof_bin_path.clone(),
-            targets,
-            dtype: "bf16".into(),
-            thresholds: RooflineThresholds::ROCM,
-        },
-        kill_grace: setup.kill_grace,
-        pass_deadline: Duration::from_secs_f64(settings.profile_pass_timeout_s),
-        total_budget: Duration::from_secs_f64(settings.profile_budget_s),
-    });
-    Ok(PreparedPlatform::Gpu(Box::new(GpuPlatform {
-        evaluator: setup,
-        slots,
-        profiler,
-    })))
+    let gpu = GpuPlatform::new(
+        vendor, run_root, settings, &tools, &devices, kernel_dir, None,
+    )?;
+    Ok(PreparedPlatform::Gpu(Box::new(gpu)))
+}
+
+impl GpuPlatform {
+    /// The evaluators and the profiler of `devices`, each under the id the run gives it (its
+    /// own index on one node; on a node agent, the run's index over the allocation): a folder
+    /// per device in the run directory, Triton's caches beside each candidate or under
+    /// `triton_cache` (a node agent's node-local folder).
+    pub fn new(
+        vendor: Vendor,
+        run_root: &Path,
+        settings: &RunSettings,
+        tools: &Tools,
+        devices: &[(DeviceId, &Device)],
+        kernel_dir: &Path,
+        triton_cache: Option<&Path>,
+    ) -> std::io::Result<GpuPlatform> {
+        let mut slots = Vec::new();
+        for (id, device) in devices {
+            let folder = run_root.join("devices").join(id.to_string());
+            std::fs::create_dir_all(&folder)?;
+            slots.push(DeviceSlot {
+                folder,
+                pin: device.pin_as(*id),
+                triton_cache: triton_cache.map(|root| root.join(format!("device-{id}"))),
+            });
+        }
+        let kernel_dir = std::path::absolute(kernel_dir)?;
+        let setup = EvaluatorSetup {
+            python: settings.python.clone(),
+            script: tools.evaluator.clone(),
+            kernel_dir,
+            config: EvaluatorConfig {
+                allowlist: tools.allowlist.clone(),
+                dtype: None,
+                atol: None,
+                rtol: None,
+                seeds: 3,
+                benchmark_warmup: settings.benchmark_warmup,
+                benchmark_repeat: settings.benchmark_repeat,
+                l2_flush_bytes: None,
+            },
+            startup_deadline: EVALUATOR_STARTUP_DEADLINE,
+            kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
+        };
+        let targets = devices
+            .iter()
+            .map(|(id, device)| {
+                let gfx_target = match &device.kind {
+                    DeviceKind::Rocm { gfx_target, .. } => gfx_target.clone(),
+                    _ => None,
+                };
+                let peaks = device.spec.map(|spec| RocmPeaks {
+                    peak_bandwidth_gbps: spec.memory_bandwidth_gb_per_s,
+                    peak_tflops_by_dtype: BTreeMap::from([
+                        ("bf16".to_string(), spec.bf16_tflops),
+                        ("fp16".to_string(), spec.fp16_tflops),
+                        ("fp32".to_string(), spec.fp32_matrix_tflops),
+                    ]),
+                });
+                (*id, RocmDeviceFacts { gfx_target, peaks })
+            })
+            .collect();
+        let profiler = settings.profiler_enabled.then(|| ProfilerPlan {
+            vendor,
+            wrapper: tools.wrapper.clone(),
+            ncu_bin_path: settings.ncu_bin_path.clone(),
+            rocprof: RocprofSettings {
+                rocprof_bin_path: settings.rocprof_bin_path.clone(),
+                targets,
+                dtype: "bf16".into(),
+                thresholds: RooflineThresholds::ROCM,
+            },
+            kill_grace: setup.kill_grace,
+            pass_deadline: Duration::from_secs_f64(settings.profile_pass_timeout_s),
+            total_budget: Duration::from_secs_f64(settings.profile_budget_s),
+        });
+        Ok(GpuPlatform {
+            evaluator: setup,
+            slots,
+            profiler,
+        })
+    }
 }
 
 impl PreparedPlatform {
@@ -256,7 +310,7 @@ mod tests {
 
     use super::*;
     use crate::config::{CliOverrides, StrategyFile, StrategySource, parse_config, resolve};
-    use crate::devices::Device;
+    use crate::devices::{Device, fake_h200};
     use crate::profiling::standalone_watchdog;
 
     fn nvidia_settings() -> RunSettings {
@@ -272,18 +326,6 @@ mod tests {
             &CliOverrides::default(),
         )
         .unwrap()
-    }
-
-    fn h200(id: u32) -> Device {
-        Device {
-            id,
-            name: "NVIDIA H200".into(),
-            kind: DeviceKind::Nvidia {
-                uuid: format!("GPU-{id}"),
-                bus_id: format!("00000000:00:0{id}.0"),
-            },
-            spec: None,
-        }
     }
 
     /// The platform a run in `root` prepares for `devices` of `platform`.
@@ -305,7 +347,7 @@ mod tests {
         let prepared = prepared(
             temp.path(),
             Platform::Vendor(Vendor::Nvidia),
-            vec![h200(3), h200(1)],
+            vec![fake_h200(3), fake_h200(1)],
         );
         assert_eq!(prepared.devices(), [DeviceId(3), DeviceId(1)]);
         assert!(temp.path().join("devices/3").is_dir());
@@ -350,7 +392,11 @@ mod tests {
     #[test]
     fn the_evaluator_and_the_wrapper_find_kernel_call_beside_them() {
         let temp = tempfile::tempdir().unwrap();
-        prepared(temp.path(), Platform::Vendor(Vendor::Nvidia), vec![h200(0)]);
+        prepared(
+            temp.path(),
+            Platform::Vendor(Vendor::Nvidia),
+            vec![fake_h200(0)],
+        );
         let tools = temp.path().join("tools");
         assert_eq!(
             std::fs::read_to_string(tools.join("kernel_call.py")).unwrap(),

@@ -32,7 +32,7 @@ pub use leak::{Leak, leaked_after_exit};
 pub use log_tail::log_tail;
 pub use orphans::{end_orphans_of_run, orphan_groups};
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
-pub use spawn::{ChildSpec, RunningChild, SpawnError, spawn};
+pub use spawn::{ChildSpec, Protocol, RunningChild, SpawnError, spawn};
 pub use terminate::{
     KILL_EXIT_LIMIT, Termination, WaitOutcome, terminate_with_grace, wait_or_terminate,
 };

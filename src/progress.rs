@@ -135,8 +135,19 @@ pub fn plain_line(event: &Event) -> Option<String> {
             ..
         } => {
             let simulated = if *simulated { " (simulated)" } else { "" };
+            // Under the Slurm launcher, which device is where: `0 n1:0, 1 n1:1, …`.
+            let located: Vec<String> = devices
+                .iter()
+                .filter(|device| device.node.is_some())
+                .map(|device| format!("{} {}", device.device, device.location()))
+                .collect();
+            let located = if located.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", located.join(", "))
+            };
             format!(
-                "run started: strategy {strategy}, platform {platform}{simulated}, {} device(s)",
+                "run started: strategy {strategy}, platform {platform}{simulated}, {} device(s){located}",
                 devices.len()
             )
         }
@@ -173,6 +184,13 @@ pub fn plain_line(event: &Event) -> Option<String> {
             ..
         } => {
             format!("[device {device}] candidate {candidate} failed: {reason}")
+        }
+        Event::DevicesLost { devices, reason } => {
+            let devices: Vec<String> = devices.iter().map(ToString::to_string).collect();
+            format!(
+                "[device {}] lost, retired from the run: {reason}",
+                devices.join(", ")
+            )
         }
         Event::WorkerDied { device, reason, .. } => {
             format!("[device {device}] worker died: {reason}")
@@ -242,6 +260,44 @@ mod tests {
         assert_eq!(plain.stderr.writer.attempts, 1);
         assert_eq!(json.stdout.writer.attempts, 1);
         assert!(plain.stderr.dropped && json.stdout.dropped);
+    }
+
+    /// Issue 14: on several nodes the first line says where each device is.
+    #[test]
+    fn the_start_line_names_each_devices_node_under_slurm() {
+        let device =
+            |id: u32, node: Option<&str>, index: Option<u32>| actors::journal::DeviceDescription {
+                device: actors::model::DeviceId(id),
+                name: "NVIDIA H200".into(),
+                uuid: None,
+                node: node.map(str::to_string),
+                index,
+                step: node.map(|_| "7.0".to_string()),
+            };
+        let started = |devices| Event::RunStarted {
+            strategy: "nvidia".into(),
+            platform: "nvidia".into(),
+            simulated: false,
+            search: "beam_search".into(),
+            num_top_kernels: 2,
+            num_bottlenecks: 2,
+            max_rounds: 1,
+            devices,
+            initial_source: String::new(),
+        };
+        assert_eq!(
+            plain_line(&started(vec![
+                device(0, Some("n1"), Some(0)),
+                device(1, Some("n2"), Some(3))
+            ])),
+            Some(
+                "run started: strategy nvidia, platform nvidia, 2 device(s): 0 n1:0, 1 n2:3".into()
+            )
+        );
+        assert_eq!(
+            plain_line(&started(vec![device(0, None, None)])),
+            Some("run started: strategy nvidia, platform nvidia, 1 device(s)".into())
+        );
     }
 
     #[test]

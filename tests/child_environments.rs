@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use kactors::process::may_carry_credential;
+use support::standin_node::standin_kernel;
 use support::{fixtures, write_executable};
 
 /// What kactors' environment holds and no child may see: the providers' keys, a Hugging Face
@@ -49,23 +50,13 @@ impl Node {
         for folder in ["bin", "envs", "kernel/candidates"] {
             std::fs::create_dir_all(node.path(folder)).unwrap();
         }
-        let kernel = node.path("kernel");
-        std::fs::write(
-            kernel.join("input.py"),
-            "# standin: pass time_ms=2.0\ndef kernel_function(x):\n    return x\n",
-        )
-        .unwrap();
-        std::fs::write(
-            kernel.join("problem.py"),
-            "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n",
-        )
-        .unwrap();
-        std::fs::write(kernel.join("test.py"), "").unwrap();
-        std::fs::write(
-            kernel.join("candidates/01.py"),
-            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
-        )
-        .unwrap();
+        standin_kernel(
+            node.dir.path(),
+            &[(
+                "01.py",
+                "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+            )],
+        );
         node.shim(
             "python-shim",
             "case \"$1\" in\n  *evaluator.py) kind=evaluator;;\n  *profile_wrapper.py) kind=profile-wrapper;;\n  test.py) kind=user-test;;\n  -c) kind=check-probe;;\n  *) kind=python;;\nesac",

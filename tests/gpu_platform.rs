@@ -7,8 +7,8 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use support::is_running;
 use support::standin_node::Node;
+use support::{gone_within, is_running};
 
 fn journal(run: &Path) -> Vec<Value> {
     std::fs::read_to_string(run.join("journal.jsonl"))
@@ -438,5 +438,48 @@ fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_th
             "## Disk\n\nThe run directory holds ",
             "The caches of 2 candidate(s) that could no longer become parents were removed as the run went: 8.19 kB (8192 bytes).",
         ],
+    );
+}
+
+/// Issue 14: kactors killed outright (SIGKILL: no handler runs, no group is ended) leaves no
+/// evaluator behind: every child dies with its parent (PR_SET_PDEATHSIG).
+#[test]
+fn sigkill_of_kactors_leaves_no_evaluator_behind() {
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(pidfile.path(), "").unwrap();
+    let node = Node::new(&[(
+        "01_hang.py",
+        &format!(
+            "# standin: hang pidfile={}\ndef kernel_function(x):\n    return x + 1\n",
+            pidfile.path().display()
+        ),
+    )])
+    .on_one_device();
+    let mut kactors = node
+        .run_command()
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let hung: i32 = loop {
+        if let Ok(pid) = std::fs::read_to_string(pidfile.path())
+            .unwrap()
+            .trim()
+            .parse()
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < give_up,
+            "the candidate never ran"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    kactors.kill().unwrap();
+    kactors.wait().unwrap();
+    assert!(
+        gone_within(hung, std::time::Duration::from_secs(5)),
+        "the evaluator child {hung} outlived kactors"
     );
 }

@@ -208,6 +208,21 @@ fn each_layer_imports_only_the_layers_below_it() {
     check_layer(&graph, "devices", &["process", "vendor"]);
     check_layer(&graph, "config", &["llm", "vendor"]);
     check_layer(&graph, "prompts", &["devices", "nvidia", "vendor"]);
+    check_layer(&graph, "slurm", &["config", "devices", "process"]);
+    check_layer(
+        &graph,
+        "agent",
+        &[
+            "check",
+            "config",
+            "devices",
+            "platform",
+            "process",
+            "profiling",
+            "slurm",
+            "vendor",
+        ],
+    );
 }
 
 /// The files of one folder import each other in one direction only.
@@ -250,9 +265,9 @@ fn check_no_circle_in(graph: &BTreeMap<String, BTreeSet<String>>, folder: &str) 
 }
 
 #[test]
-fn no_import_circle_among_the_files_of_the_vendor_and_profiling_folders() {
+fn no_import_circle_among_the_files_of_the_vendor_profiling_slurm_and_agent_folders() {
     let graph = import_graph();
-    for folder in ["nvidia", "rocm", "profiling", "devices"] {
+    for folder in ["nvidia", "rocm", "profiling", "devices", "slurm", "agent"] {
         check_no_circle_in(&graph, folder);
     }
 }

@@ -668,13 +668,16 @@ fn children_of_run(run: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// The evaluators die with kactors (parent-death signal, issue 14); what a candidate started in
+/// a session of its own does not, and the resume ends it.
 #[test]
 fn the_children_a_killed_run_left_are_ended_before_it_resumes() {
-    let node = Node::new(&[(
-        "01_hang.py",
-        "# standin: hang\ndef kernel_function(x):\n    return x + 1\n",
-    )])
-    .with_strategy(
+    let pidfile = tempfile::NamedTempFile::new().unwrap();
+    let candidate = format!(
+        "# standin: orphan pidfile={} then=hang\ndef kernel_function(x):\n    return x + 1\n",
+        pidfile.path().display()
+    );
+    let node = Node::new(&[("01_orphan.py", candidate.as_str())]).with_strategy(
         "platform: nvidia\nprovider: replay\nnum_workers: 1\ntest_timeout_s: 2\nkill_grace_s: 0.3\n\
          max_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n",
     );
@@ -689,10 +692,15 @@ fn the_children_a_killed_run_left_are_ended_before_it_resumes() {
             .then_some(())
     });
     running.kill_and_wait();
+    let orphan: i32 = std::fs::read_to_string(pidfile.path())
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let left = children_of_run(&run);
     assert!(
-        !left.is_empty(),
-        "the killed run left its evaluator running"
+        left.contains(&orphan),
+        "the candidate's process {orphan} in a session of its own outlived kactors: {left:?}"
     );
 
     let output = finish({

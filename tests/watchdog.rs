@@ -28,7 +28,7 @@ fn a_child_and_grandchild_that_ignore_sigterm_are_killed_within_deadline_plus_gr
             cwd: folder.path().to_path_buf(),
             env: child_environment(std::env::vars_os(), &BTreeMap::new(), &[]),
             log_path: folder.path().join("child.log"),
-            protocol: true,
+            protocol: kactors::process::Protocol::Pipes,
             label: "stubborn child".into(),
         };
         let mut child = spawn(&spec).unwrap();

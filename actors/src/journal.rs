@@ -2,9 +2,10 @@
 //! with milliseconds) and `type`. docs/journal.md documents every record; resume, reports and
 //! later tools read it, so a change of shape is a change of `SCHEMA_VERSION`.
 //!
-//! Records are read back too (`JournalRecord::from_line`, a whole journal with `read_journal`): version 2 journals rebuild the
+//! Records are read back too (`JournalRecord::from_line`, a whole journal with `read_journal`): version 2 and 3 journals rebuild the
 //! search's state, and version 1 journals still give a report (the fields version 2 added read
-//! as absent).
+//! as absent). Version 3 added the device table's `node`, `index` and `step` (the Slurm
+//! launcher), which read as absent from older journals.
 
 use std::time::{Duration, SystemTime};
 
@@ -23,7 +24,7 @@ pub(crate) mod samples;
 pub use history::{History, history};
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The oldest journal this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
@@ -67,6 +68,9 @@ pub enum EvaluationOutcome {
     /// The device's evaluator could not start (the problem's inputs do not fit, say): it can
     /// evaluate nothing.
     Unstartable,
+    /// The device is gone (its node failed): the candidate is not to blame and is evaluated
+    /// again on a live device.
+    DeviceLost,
 }
 
 /// The steps that occupy a device; their start and end records give each device's busy time.
@@ -80,11 +84,45 @@ pub enum Step {
     Reference,
 }
 
+/// One row of the run's device table: `run_started` maps each device id the other records
+/// name to the GPU it is. Under the Slurm launcher (version 3) a device also has its node,
+/// Slurm's index of it there, and the node agent's step that serves it; on one node these are
+/// null.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceDescription {
     pub device: DeviceId,
     pub name: String,
     pub uuid: Option<String>,
+    #[serde(default)]
+    pub node: Option<String>,
+    #[serde(default)]
+    pub index: Option<u32>,
+    /// The step (`JOB.STEP`) of the agent that serves the device: a resume, or a new run in the
+    /// same allocation, cancels a dead run's steps by these ids.
+    #[serde(default)]
+    pub step: Option<String>,
+}
+
+impl DeviceDescription {
+    /// A device of a run on one node: no node, Slurm index or agent step.
+    pub fn on_one_node(device: DeviceId, name: String, uuid: Option<String>) -> DeviceDescription {
+        DeviceDescription {
+            device,
+            name,
+            uuid,
+            node: None,
+            index: None,
+            step: None,
+        }
+    }
+
+    /// `n2:1` under the Slurm launcher (its node and Slurm's index there), else the device id.
+    pub fn location(&self) -> String {
+        match (&self.node, self.index) {
+            (Some(node), Some(index)) => format!("{node}:{index}"),
+            _ => self.device.to_string(),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -394,6 +432,12 @@ pub enum Event {
     WorkerRestarted {
         device: DeviceId,
         restarts: u32,
+    },
+    /// Devices that can serve nothing more in this run (their node failed), retired from it:
+    /// nothing is placed on them again. An input.
+    DevicesLost {
+        devices: Vec<DeviceId>,
+        reason: String,
     },
     ChildDeadline {
         label: String,
@@ -776,8 +820,8 @@ mod tests {
         check("{\"v\":2,\"t\":\"2026-12-02T10:3", "not a JSON object");
         check("[1]", "not a JSON object");
         check(
-            "{\"v\":3,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
-            "schema version 3",
+            "{\"v\":4,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
+            "schema version 4",
         );
         check(
             "{\"v\":2,\"t\":\"yesterday\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
@@ -787,6 +831,50 @@ mod tests {
             "{\"v\":2,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"launched\"}",
             "not a record of a known type",
         );
+    }
+
+    /// Issue 14: version 3's device table names each device's node, Slurm's index there and
+    /// its agent's step; a version 2 table reads with them absent.
+    #[test]
+    fn the_device_table_says_where_each_device_is_and_older_tables_still_read() {
+        let started = |version: u32, device: &str| {
+            format!(
+                "{{\"v\":{version},\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"run_started\",\"strategy\":\"s\",\"platform\":\"nvidia\",\"simulated\":false,\"search\":\"beam_search\",\"num_top_kernels\":1,\"num_bottlenecks\":1,\"max_rounds\":1,\"devices\":[{device}],\"initial_source\":\"\"}}"
+            )
+        };
+        let devices = |line: String| match JournalRecord::from_line(&line).unwrap().event {
+            Event::RunStarted { devices, .. } => devices,
+            other => panic!("{other:?}"),
+        };
+        let remote = devices(started(
+            3,
+            r#"{"device":5,"name":"NVIDIA H200","uuid":"GPU-1","node":"n2","index":1,"step":"7.3"}"#,
+        ));
+        assert_eq!(remote[0].location(), "n2:1");
+        assert_eq!(remote[0].step.as_deref(), Some("7.3"));
+        let local = devices(started(
+            2,
+            r#"{"device":5,"name":"NVIDIA H200","uuid":"GPU-1"}"#,
+        ));
+        assert_eq!((local[0].node.as_deref(), local[0].index), (None, None));
+        assert_eq!(local[0].location(), "5");
+        let written = JournalRecord {
+            t: SystemTime::UNIX_EPOCH,
+            event: Event::RunStarted {
+                strategy: "s".into(),
+                platform: "nvidia".into(),
+                simulated: false,
+                search: "beam_search".into(),
+                num_top_kernels: 1,
+                num_bottlenecks: 1,
+                max_rounds: 1,
+                devices: remote.clone(),
+                initial_source: String::new(),
+            },
+        }
+        .to_json();
+        assert_eq!(written["devices"][0]["node"], "n2");
+        assert_eq!(devices(written.to_string()), remote);
     }
 
     #[test]

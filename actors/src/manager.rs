@@ -390,6 +390,10 @@ impl Handler<Input> for Manager {
 
     fn handle(&mut self, input: Input, ctx: &mut Context<Self>) {
         match input {
+            // The devices of a node are reported lost by each evaluation that was on them:
+            // journaled once.
+            Input::Record(Event::DevicesLost { devices, .. })
+                if devices.iter().all(|device| self.state.is_retired(*device)) => {}
             Input::Record(event) => {
                 let event = self.with_device_seconds(event);
                 self.step(event, ctx)

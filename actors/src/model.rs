@@ -32,7 +32,8 @@ impl fmt::Display for Vendor {
 }
 
 /// A device a GpuWorker is pinned to: an nvidia-smi index on NVIDIA, a HIP id on AMD, a simulated
-/// slot on the noop platform.
+/// slot on the noop platform; under the Slurm launcher a dense index over the allocation's
+/// devices, which `run_started`'s device table maps to a node and Slurm's index there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct DeviceId(pub u32);

@@ -40,6 +40,15 @@ pub enum EvalError {
     Start(String),
     #[error("evaluator rejected the request: {0}")]
     Rejected(String),
+    /// The device is gone for the rest of the run: the node that holds it failed (its node
+    /// agent's step ended, or the agent stopped answering and was cancelled). Nothing sent to
+    /// this device, or to the `devices` lost with it (its node's, itself included), can
+    /// succeed any more; the candidate at hand deserves a retry elsewhere.
+    #[error("device lost: {reason}")]
+    DeviceLost {
+        reason: String,
+        devices: Vec<DeviceId>,
+    },
 }
 
 /// One device's evaluator. The GpuWorker owns it and calls it one step at a time.

@@ -69,6 +69,8 @@ enum FailureKind {
     Crashed,
     WorkerDied,
     Unstartable,
+    /// Its device was lost with no live device left to run it on.
+    DeviceLost,
     Duplicate,
     /// No evaluation attempt was journaled: no code came, a request failed, or the journal is
     /// of version 1 (which had no `evaluated` records).
@@ -92,6 +94,7 @@ impl FailureKind {
             Some(EvaluationOutcome::Failed) => FailureKind::Crashed,
             Some(EvaluationOutcome::WorkerDied) => FailureKind::WorkerDied,
             Some(EvaluationOutcome::Unstartable) => FailureKind::Unstartable,
+            Some(EvaluationOutcome::DeviceLost) => FailureKind::DeviceLost,
             Some(EvaluationOutcome::Verified) | None => FailureKind::NotEvaluated,
         }
     }
@@ -104,6 +107,7 @@ impl FailureKind {
             FailureKind::Crashed => "crashed",
             FailureKind::WorkerDied => "worker_died",
             FailureKind::Unstartable => "unstartable",
+            FailureKind::DeviceLost => "device_lost",
             FailureKind::Duplicate => "duplicate",
             FailureKind::NotEvaluated => "not_evaluated",
         }
@@ -116,6 +120,7 @@ impl FailureKind {
             FailureKind::Crashed => "crashed, timed out or could not be timed",
             FailureKind::WorkerDied => "its worker died",
             FailureKind::Unstartable => "its evaluator could not start",
+            FailureKind::DeviceLost => "its device was lost, and every other",
             FailureKind::Duplicate => "a duplicate of an earlier candidate",
             FailureKind::NotEvaluated => "not evaluated (no code, a failed request)",
         }
@@ -170,6 +175,8 @@ pub struct RunSummary {
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
     tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
+    /// The devices lost for good (their node failed), when, and why.
+    devices_lost: Vec<String>,
     profiling_note: Option<String>,
     /// Each resume after a death, and each limit reached, in journal order.
     resumes: Vec<clock::Resume>,
@@ -247,7 +254,10 @@ impl RunSummary {
                     ("devices".into(), devices.len().to_string()),
                 ];
                 for device in devices {
-                    self.devices.entry(device.device).or_default().name = device.name.clone();
+                    self.devices.entry(device.device).or_default().name = match &device.node {
+                        Some(_) => format!("{} on {}", device.name, device.location()),
+                        None => device.name.clone(),
+                    };
                 }
             }
             Event::StepStarted {
@@ -317,6 +327,25 @@ impl RunSummary {
                     },
                 );
                 self.best = Some((*best_candidate, *best_ms));
+            }
+            Event::DevicesLost { devices, reason } => {
+                let after = self
+                    .started
+                    .and_then(|started| record.t.duration_since(started).ok())
+                    .unwrap_or_default();
+                let names: Vec<String> = devices
+                    .iter()
+                    .map(|device| match self.devices.get(device) {
+                        Some(time) if !time.name.is_empty() => format!("{device} ({})", time.name),
+                        _ => device.to_string(),
+                    })
+                    .collect();
+                self.devices_lost.push(format!(
+                    "{} at {} ({:.1} s into the run): {reason}",
+                    names.join(", "),
+                    crate::journal::format_utc_millis(record.t),
+                    after.as_secs_f64()
+                ));
             }
             Event::WorkerDied {
                 device,
@@ -411,56 +440,6 @@ impl RunSummary {
                 if initial_ms.is_some() {
                     self.initial_ms = *initial_ms;
                 }
-            }
-            _ => {}
-        }
-    }
-
-    /// What only the plots need: each candidate's fate, each evaluation's outcome, the beam.
-    fn observe_for_plots(&mut self, record: &JournalRecord) {
-        match &record.event {
-            Event::Evaluated {
-                candidate, outcome, ..
-            } => {
-                self.last_evaluations.insert(*candidate, *outcome);
-            }
-            Event::CandidateFinished {
-                candidate,
-                parent,
-                round,
-                device,
-                passed,
-                time_ms,
-                reason,
-                duplicate_of,
-                ..
-            } => {
-                let fate = match (passed, time_ms) {
-                    (true, Some(time_ms)) => Fate::Verified { time_ms: *time_ms },
-                    _ => {
-                        let reason = reason
-                            .clone()
-                            .unwrap_or_else(|| "passed, but no time was recorded".into());
-                        let last_evaluation = self.last_evaluations.get(candidate).copied();
-                        Fate::Failed {
-                            kind: FailureKind::of(&reason, *duplicate_of, last_evaluation),
-                            reason,
-                        }
-                    }
-                };
-                self.candidates.insert(
-                    *candidate,
-                    FinishedCandidate {
-                        parent: *parent,
-                        round: *round,
-                        device: *device,
-                        finished: record.t,
-                        fate,
-                    },
-                );
-            }
-            Event::BeamUpdated { beam, .. } => {
-                self.beam = beam.iter().map(|member| member.candidate).collect();
             }
             _ => {}
         }

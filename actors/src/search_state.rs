@@ -16,6 +16,7 @@
 mod asking;
 mod caches;
 mod candidates;
+mod devices;
 mod lessons;
 mod pace;
 mod pacing;
@@ -259,6 +260,8 @@ struct Core {
     verified_ms: BTreeMap<CandidateId, f64>,
     /// Evaluations queued or running on each device.
     device_load: BTreeMap<DeviceId, usize>,
+    /// Devices lost for good (their node failed): nothing is placed on them again.
+    retired: BTreeSet<DeviceId>,
     /// Candidates planned whose first proposal is not answered yet.
     asking: BTreeSet<CandidateId>,
     /// Candidates that reached their end since the pacer last looked.
@@ -314,6 +317,7 @@ impl SearchState {
                 evaluated_sources: HashMap::new(),
                 verified_ms: BTreeMap::new(),
                 device_load,
+                retired: BTreeSet::new(),
                 asking: BTreeSet::new(),
                 settled: VecDeque::new(),
                 requests: Requests::default(),
@@ -433,7 +437,10 @@ impl SearchState {
                 seconds,
                 ..
             } => {
-                if *outcome != EvaluationOutcome::WorkerDied {
+                if !matches!(
+                    outcome,
+                    EvaluationOutcome::WorkerDied | EvaluationOutcome::DeviceLost
+                ) {
                     core.pace.evaluation(*seconds);
                 }
                 let result = Evaluation {
@@ -478,6 +485,7 @@ impl SearchState {
                 }
                 core.profiled(*candidate, None, &mut out);
             }
+            Event::DevicesLost { devices, reason } => core.retire(devices, reason, &mut out),
             Event::ReferenceTimed { which, time_ms, .. } => {
                 core.references_recorded.insert(*which);
                 match which {
@@ -551,7 +559,12 @@ impl SearchState {
             .candidates
             .get(&candidate)
             .map_or(DeviceId(0), |c| c.device);
-        self.pacer.device_for_answer(&self.core, planned)
+        self.pacer.device_for_answer(&self.core, candidate, planned)
+    }
+
+    /// Whether a device was lost for good (its node failed).
+    pub fn is_retired(&self, device: DeviceId) -> bool {
+        self.core.is_retired(device)
     }
 
     /// The parent and round of a candidate, for the records the Manager writes about it.

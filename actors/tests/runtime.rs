@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use actix::Actor;
-use actors::journal::{Event, JournalRecord, RunOutcome, Step, history};
+use actors::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step, history};
 use actors::manager::{ManagerSettings, Resume, TimeLimit};
 use actors::model::{
     CandidateId, DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
@@ -177,6 +177,9 @@ const SLOW_UNTIL: usize = 4;
 
 struct FakeEvaluator {
     panic_on_verify: bool,
+    /// Set when the device's node is gone: every verification fails as `DeviceLost`, naming
+    /// these devices as lost with it.
+    lost_with: Option<Vec<DeviceId>>,
     milestones: Milestones,
 }
 
@@ -193,6 +196,12 @@ impl DeviceEvaluator for FakeEvaluator {
             }
             if self.panic_on_verify {
                 panic!("a deliberate panic inside the worker's handler");
+            }
+            if let Some(devices) = &self.lost_with {
+                return Err(EvalError::DeviceLost {
+                    reason: "the agent of node n2 is gone".into(),
+                    devices: devices.clone(),
+                });
             }
             if job.source.text().contains("# crash") {
                 return Err(EvalError::Crashed {
@@ -269,9 +278,11 @@ impl DeviceEvaluator for FakeEvaluator {
     }
 }
 
-/// The first evaluator started for `panicking_device` panics on its first verification.
+/// The first evaluator started for `panicking_device` panics on its first verification; the
+/// `lost_devices` lose every verification.
 struct FakeFactory {
     panicking_device: Option<DeviceId>,
+    lost_devices: Vec<DeviceId>,
     started: RefCell<HashMap<DeviceId, u32>>,
     milestones: Milestones,
 }
@@ -283,6 +294,10 @@ impl EvaluatorFactory for FakeFactory {
         *count += 1;
         Box::new(FakeEvaluator {
             panic_on_verify: Some(device) == self.panicking_device && *count == 1,
+            lost_with: self
+                .lost_devices
+                .contains(&device)
+                .then(|| self.lost_devices.clone()),
             milestones: self.milestones.clone(),
         })
     }
@@ -483,6 +498,8 @@ struct Scenario {
     initial: &'static str,
     answers: Vec<(When, Result<&'static str, LlmError>)>,
     panicking_device: Option<DeviceId>,
+    /// Devices whose node is gone from the start: see `FakeFactory`.
+    lost_devices: Vec<DeviceId>,
     analysis: &'static str,
     reflexions: Reflexions,
     max_refinements: u32,
@@ -508,6 +525,7 @@ impl Default for Scenario {
             initial: "# ms=8",
             answers: Vec::new(),
             panicking_device: None,
+            lost_devices: Vec::new(),
             analysis: "no analysis available",
             reflexions: Reflexions::Empty,
             max_refinements: 0,
@@ -626,6 +644,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     };
     let factory = FakeFactory {
         panicking_device: scenario.panicking_device,
+        lost_devices: scenario.lost_devices,
         started: RefCell::default(),
         milestones: milestones.clone(),
     };
@@ -856,6 +875,74 @@ fn a_panicking_worker_is_restarted_and_the_run_completes() {
         finished,
         vec![(0, 0, true), (1, 1, true), (2, 0, true)],
         "the in-flight candidate was retried on the new worker"
+    );
+}
+
+/// Issue 14: a node that is gone costs its candidates only a move: each runs again on live
+/// device i mod (live devices), its devices are journaled as lost once, and the run completes.
+#[test]
+fn the_candidates_of_lost_devices_run_again_on_live_devices() {
+    let answers = [5, 4, 6, 7].map(|ms| (now(), code(ms))).to_vec();
+    let (result, events) = run(Scenario {
+        devices: 4,
+        search: beam(1, 4, 1),
+        answers,
+        lost_devices: vec![DeviceId(2), DeviceId(3)],
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
+    // Candidates 2 and 3 moved to live devices 2 mod 2 and 3 mod 2; every one passed.
+    let placed: std::collections::BTreeMap<u64, u32> = finished_candidates(&events)
+        .into_iter()
+        .filter(|(_, _, passed)| *passed)
+        .map(|(candidate, device, _)| (candidate, device))
+        .collect();
+    assert_eq!(
+        placed,
+        std::collections::BTreeMap::from([(0, 0), (1, 1), (2, 0), (3, 1), (4, 0)])
+    );
+    let lost: Vec<&Event> = events
+        .iter()
+        .filter(|e| matches!(e, Event::DevicesLost { .. }))
+        .collect();
+    assert_eq!(
+        lost,
+        [&Event::DevicesLost {
+            devices: vec![DeviceId(2), DeviceId(3)],
+            reason: "the agent of node n2 is gone".into(),
+        }]
+    );
+    let mut moves: Vec<(u64, u32)> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Evaluated {
+                candidate,
+                device,
+                outcome: EvaluationOutcome::DeviceLost,
+                ..
+            } => Some((candidate.0, device.0)),
+            _ => None,
+        })
+        .collect();
+    moves.sort();
+    assert_eq!(moves, [(2, 2), (3, 3)]);
+}
+
+/// With every device gone the run fails and says so.
+#[test]
+fn a_run_whose_every_device_is_lost_fails() {
+    let (result, _) = run(Scenario {
+        devices: 2,
+        search: beam(1, 2, 1),
+        answers: vec![(now(), code(5))],
+        lost_devices: vec![DeviceId(0), DeviceId(1)],
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Failed);
+    assert!(
+        result.reason.contains("every device of the run was lost"),
+        "{}",
+        result.reason
     );
 }
 

@@ -12,7 +12,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::devices::Pin;
-use crate::process::{ChildEnv, WaitOutcome, child_environment, spawn, wait_or_terminate};
+use crate::process::{
+    ChildEnv, Protocol, WaitOutcome, child_environment, spawn, wait_or_terminate,
+};
 use crate::profiling::error_chain;
 
 use super::report::CheckLine;
@@ -187,7 +189,7 @@ impl<'a> ProbeRunner<'a> {
             args: probe.args,
             cwd: dir.clone(),
             log_path: dir.join("output.log"),
-            protocol: false,
+            protocol: Protocol::None,
             label: probe.label.clone(),
         };
         let mut child = spawn(&spec).map_err(|error| error_chain(&error))?;

@@ -45,6 +45,26 @@ impl CheckLine {
         }
     }
 
+    /// A line another machine made (a node agent's preflight), with the node named first.
+    pub(crate) fn on_node(
+        node: &str,
+        ok: bool,
+        what: &str,
+        fix: Option<String>,
+        stops_a_run: bool,
+    ) -> Self {
+        CheckLine {
+            ok,
+            what: format!("node {node}: {what}"),
+            fix: if ok {
+                None
+            } else {
+                fix.or_else(|| Some(String::new()))
+            },
+            stops_a_run,
+        }
+    }
+
     pub fn passed(&self) -> bool {
         self.ok
     }

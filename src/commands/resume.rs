@@ -9,7 +9,7 @@ use std::io::BufReader;
 use std::path::Path;
 use std::time::SystemTime;
 
-use actors::journal::{Event, JournalRecord, TornLine, history, read_journal};
+use actors::journal::{DeviceDescription, Event, JournalRecord, TornLine, history, read_journal};
 
 use crate::cli::ResumeArgs;
 use crate::console;
@@ -36,21 +36,64 @@ fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u6
     Ok((records, torn, whole_bytes))
 }
 
-/// The devices `run_started` names, by id and UUID: a resume must run on the same ones, since
-/// the journal's candidates are placed on them.
-fn recorded_devices(records: &[JournalRecord]) -> Vec<(u32, Option<String>)> {
+/// A device as a resume compares it: its id, where it is (`n2:1` under Slurm) and its UUID.
+type DevicePlace = (u32, String, Option<String>);
+
+fn devices_by_place(devices: &[DeviceDescription]) -> Vec<DevicePlace> {
+    devices
+        .iter()
+        .map(|device| (device.device.0, device.location(), device.uuid.clone()))
+        .collect()
+}
+
+/// The devices `run_started` names, by id, place and UUID: a resume must run on the same ones,
+/// since the journal's candidates are placed on them (their agents' steps are new).
+fn recorded_devices(records: &[JournalRecord]) -> Vec<DevicePlace> {
     records
         .iter()
         .find_map(|record| match &record.event {
-            Event::RunStarted { devices, .. } => Some(
-                devices
-                    .iter()
-                    .map(|device| (device.device.0, device.uuid.clone()))
-                    .collect(),
-            ),
+            Event::RunStarted { devices, .. } => Some(devices_by_place(devices)),
             _ => None,
         })
         .unwrap_or_default()
+}
+
+/// What changed since the run started (settings, kernel files), which `--force` lets a resume
+/// go on with; a resume on other devices, or with changes and no `--force`, is refused.
+fn changes_since_the_start(
+    launch: &Launch,
+    records: &[JournalRecord],
+    recorded: &RecordedRun,
+    root: &Path,
+    force: bool,
+) -> Result<Vec<String>, CommandError> {
+    let now_devices = devices_by_place(&launch.placement.describe());
+    let was_devices = recorded_devices(records);
+    if now_devices != was_devices {
+        return Err(CommandError::Environment(format!(
+            "cannot resume {}: it ran on devices {was_devices:?} and would now run on {now_devices:?}; a resume needs the same devices (check --gpus and CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)",
+            root.display()
+        )));
+    }
+    let now_settings = serde_yaml::to_value(&launch.settings).map_err(|error| {
+        CommandError::Environment(format!("failed to compare the settings: {error}"))
+    })?;
+    let mut changes = settings_changes(&recorded.settings, &now_settings);
+    changes.extend(KernelFingerprint::of(&launch.kernel.root).changes_since(&recorded.kernel));
+    if !changes.is_empty() {
+        if !force {
+            return Err(CommandError::Environment(format!(
+                "cannot resume {}: it changed since the run started: {}; resume with --force to go on with what is there now",
+                root.display(),
+                changes.join("; ")
+            )));
+        }
+        console::err(format_args!(
+            "kactors: warning: resuming with --force although it changed since the run started: {}",
+            changes.join("; ")
+        ));
+    }
+    Ok(changes)
 }
 
 pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
@@ -72,36 +115,12 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
     })?;
 
     recorded.invocation.enter_working_dir()?;
-    let launch = Launch::prepare(recorded.invocation.clone(), Some(&history))?;
-    let now_devices: Vec<(u32, Option<String>)> = super::run::describe(&launch.devices)
-        .into_iter()
-        .map(|device| (device.device.0, device.uuid))
-        .collect();
-    let was_devices = recorded_devices(&records);
-    if now_devices != was_devices {
-        return Err(CommandError::Environment(format!(
-            "cannot resume {}: it ran on devices {was_devices:?} and would now run on {now_devices:?}; a resume needs the same devices (check --gpus and CUDA_VISIBLE_DEVICES or HIP_VISIBLE_DEVICES)",
-            root.display()
-        )));
-    }
-    let now_settings = serde_yaml::to_value(&launch.settings).map_err(|error| {
-        CommandError::Environment(format!("failed to compare the settings: {error}"))
-    })?;
-    let mut changes = settings_changes(&recorded.settings, &now_settings);
-    changes.extend(KernelFingerprint::of(&launch.kernel.root).changes_since(&recorded.kernel));
-    if !changes.is_empty() {
-        if !args.force {
-            return Err(CommandError::Environment(format!(
-                "cannot resume {}: it changed since the run started: {}; resume with --force to go on with what is there now",
-                root.display(),
-                changes.join("; ")
-            )));
-        }
-        console::err(format_args!(
-            "kactors: warning: resuming with --force although it changed since the run started: {}",
-            changes.join("; ")
-        ));
-    }
+    let run_parent = root.parent().unwrap_or(&root);
+    let launch = Launch::prepare(recorded.invocation.clone(), run_parent, Some(&history))?;
+    let changes = match changes_since_the_start(&launch, &records, &recorded, &root, args.force) {
+        Ok(changes) => changes,
+        Err(error) => return Err(launch.abandon(error)),
+    };
 
     let orphans_ended = crate::process::end_orphans_of_run(
         &root,
@@ -139,7 +158,10 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
         torn_line: torn.is_some(),
         forced_changes: changes,
     };
-    let run_dir = RunDirectory::reopen(&root, whole_bytes, lock)?;
+    let run_dir = match RunDirectory::reopen(&root, whole_bytes, lock) {
+        Ok(run_dir) => run_dir,
+        Err(error) => return Err(launch.abandon(error.into())),
+    };
     execute(
         launch,
         run_dir,

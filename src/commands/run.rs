@@ -22,8 +22,11 @@ pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {
     if args.strategy == all::ALL {
         return all::run_all(&args);
     }
-    let launch = Launch::prepare(Invocation::of(&args)?, None)?;
-    let run_dir = create_run_dir(&launch, &args.run_dir)?;
+    let launch = Launch::prepare(Invocation::of(&args)?, &args.run_dir, None)?;
+    let run_dir = match create_run_dir(&launch, &args.run_dir) {
+        Ok(run_dir) => run_dir,
+        Err(error) => return Err(launch.abandon(error)),
+    };
     execute(launch, run_dir, args.json, None)
 }
 

@@ -49,6 +49,22 @@ pub enum LlmChoice {
     },
 }
 
+/// Where the devices' processes run (`launcher`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LauncherRequest {
+    /// On this machine, as always.
+    Local,
+    /// On the nodes of the Slurm allocation kactors runs in: one node agent per node, each a
+    /// step started with srun.
+    Slurm,
+    /// Slurm inside an allocation of more than one node, local otherwise.
+    Auto,
+}
+
+/// How long a node agent may leave a ping unanswered before its step is cancelled, by default.
+pub const DEFAULT_AGENT_TIMEOUT_S: f64 = 30.0;
+
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSettings {
     pub strategy: String,
@@ -87,6 +103,8 @@ pub struct RunSettings {
     /// Early stop at the roofline: off by default on every platform (the ROCm review kept it off
     /// there); recorded in run.yaml either way.
     pub stop_at_roofline: bool,
+    pub launcher: LauncherRequest,
+    pub agent_timeout_s: f64,
     #[serde(skip)]
     pub warnings: Vec<String>,
 }
@@ -367,6 +385,12 @@ pub fn resolve(
         profile_pass_timeout_s: config.profile_pass_timeout_s.unwrap_or(300.0),
         profile_budget_s: config.profile_budget_s.unwrap_or(900.0),
         stop_at_roofline: config.stop_at_roofline.unwrap_or(false),
+        launcher: match config.launcher.as_deref() {
+            Some("slurm") => LauncherRequest::Slurm,
+            Some("auto") => LauncherRequest::Auto,
+            _ => LauncherRequest::Local,
+        },
+        agent_timeout_s: config.agent_timeout_s.unwrap_or(DEFAULT_AGENT_TIMEOUT_S),
         warnings: config.warnings.clone(),
     })
 }

@@ -121,6 +121,10 @@ pub struct ConfigFile {
     pub profile_budget_s: Option<f64>,
     /// End the run once the best kernel is at its roofline; off unless set.
     pub stop_at_roofline: Option<bool>,
+    /// Where the devices' processes run: `local`, `slurm` or `auto`.
+    pub launcher: Option<String>,
+    /// How long a node agent may leave a ping unanswered before its step is cancelled.
+    pub agent_timeout_s: Option<f64>,
     /// The keys `llm::resolve` reads, in the llm module's own type.
     pub llm: LlmKeys,
     /// Warnings for the user: KernelAgent keys that kactors does not use, templates it ignores.
@@ -160,6 +164,8 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "profile_pass_timeout_s",
     "profile_budget_s",
     "stop_at_roofline",
+    "launcher",
+    "agent_timeout_s",
     "base_url",
     "max_tokens",
     "temperature",
@@ -458,6 +464,32 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 }
                 config.search = Some(pace);
             }
+            "launcher" => {
+                let launcher: String = reader.value(key, value, "local, slurm or auto")?;
+                if !["local", "slurm", "auto"].contains(&launcher.as_str()) {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message: format!(
+                            "unknown launcher \"{launcher}\": expected local, slurm or auto"
+                        ),
+                    });
+                }
+                config.launcher = Some(launcher);
+            }
+            "agent_timeout_s" => {
+                let seconds = reader.seconds(key, value)?;
+                if seconds == 0.0 {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message: "expected a number of seconds more than 0: a node agent needs \
+                                  some time to answer"
+                            .into(),
+                    });
+                }
+                config.agent_timeout_s = Some(seconds);
+            }
             "num_workers" => config.num_workers = Some(reader.positive(key, value)?),
             "strategy_config" => {
                 for (inner, value) in reader.mapping(key, value)? {
@@ -745,6 +777,32 @@ mod tests {
         };
         assert_eq!(components["verifier"], Platform::Vendor(Vendor::Rocm));
         assert_eq!(components["profiler"], Platform::Noop);
+    }
+
+    /// Issue 14: where the devices' processes run, and how long a node agent may stay silent.
+    #[test]
+    fn launcher_is_local_slurm_or_auto_and_an_agent_gets_some_time() {
+        for launcher in ["local", "slurm", "auto"] {
+            check("launcher", launcher, None);
+        }
+        check(
+            "launcher",
+            "kubernetes",
+            Some("unknown launcher \"kubernetes\": expected local, slurm or auto"),
+        );
+        check("agent_timeout_s", "2.5", None);
+        check(
+            "agent_timeout_s",
+            "604801",
+            Some("expected a number of seconds from 0 to 604800 s (7 days), found `604801`"),
+        );
+        check(
+            "agent_timeout_s",
+            "0",
+            Some(
+                "expected a number of seconds more than 0: a node agent needs some time to answer",
+            ),
+        );
     }
 
     #[test]

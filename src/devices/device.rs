@@ -57,6 +57,12 @@ impl Device {
     /// ROCm: HIP_VISIBLE_DEVICES is the HIP id, which is numbered before any mask, so the other
     /// masks are removed. NVIDIA: the UUID, which does not depend on CUDA's device order.
     pub fn pin(&self) -> Pin {
+        self.pin_as(DeviceId(self.id))
+    }
+
+    /// The same pin under the id the run gives the device: a node agent's devices are numbered
+    /// over the whole allocation, not by their index on the node.
+    pub fn pin_as(&self, device: DeviceId) -> Pin {
         let (set, unset) = match &self.kind {
             DeviceKind::Noop => (BTreeMap::new(), Vec::new()),
             DeviceKind::Nvidia { uuid, .. } => (
@@ -71,7 +77,7 @@ impl Device {
                 ],
             ),
         };
-        Pin::new(DeviceId(self.id), set, unset)
+        Pin::new(device, set, unset)
     }
 }
 
@@ -100,6 +106,7 @@ impl DeviceSelection {
                     name: device.name.clone(),
                     uuid: device.uuid().map(str::to_string),
                     spec: device.spec.map(|spec| spec.name.clone()),
+                    node: None,
                 })
                 .collect(),
             pins: self.pins(),
@@ -123,6 +130,10 @@ pub struct DeviceReport {
     pub uuid: Option<String>,
     /// The spec row's name.
     pub spec: Option<String>,
+    /// Under the Slurm launcher, where the device is: `node:index`, Slurm's node name and its
+    /// index of the GPU there (the `id` is then the run's number for it). Absent on one node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 #[cfg(test)]

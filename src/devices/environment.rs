@@ -26,6 +26,16 @@ impl HostEnvironment {
         Self::new(vars, python)
     }
 
+    /// Made-up variables and `python3`: the environment of a test.
+    #[cfg(test)]
+    pub(crate) fn of_vars(vars: &[(&str, &str)]) -> Self {
+        let vars = vars
+            .iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        Self::new(vars, PathBuf::from("python3"))
+    }
+
     pub fn new(vars: BTreeMap<String, String>, python: PathBuf) -> Self {
         Self {
             vars,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::device::{Device, DeviceKind};
 use super::environment::HostEnvironment;
 
 pub(crate) fn fixture_path(name: &str) -> PathBuf {
@@ -113,6 +114,15 @@ impl FakeNode {
         self.tool(dir, "amd-smi", &replies);
     }
 
+    /// amd-smi in `dir` that lists the four MI300X of the amd-smi fixtures and describes them.
+    pub(crate) fn four_mi300x_amd_smi(&self, dir: &Path) {
+        self.amd_smi(
+            dir,
+            "amd-smi-list-e-4gpu.json",
+            "amd-smi-static-asic-4gpu.json",
+        );
+    }
+
     fn tool(&self, dir: &Path, name: &str, replies: &[(&str, &str, i32)]) {
         let mut body = format!(
             "printf '%s\\n' \"{name} $*\" >> '{}'\n",
@@ -129,5 +139,18 @@ impl FakeNode {
         }
         body.push_str("printf 'unexpected arguments: %s\\n' \"$*\" >&2\nexit 64\n");
         write_script(dir, name, &body);
+    }
+}
+
+/// An H200 of index `id` (UUID `GPU-<id>`), as nvidia-smi would list it.
+pub(crate) fn fake_h200(id: u32) -> Device {
+    Device {
+        id,
+        name: "NVIDIA H200".into(),
+        kind: DeviceKind::Nvidia {
+            uuid: format!("GPU-{id}"),
+            bus_id: format!("00000000:00:0{id}.0"),
+        },
+        spec: None,
     }
 }

@@ -12,10 +12,11 @@ use crate::process::{ChildEnv, child_environment};
 /// the device travels with it wherever it goes (the evaluators, the profilers, the checks'
 /// probes). kactors never changes its own environment: a pin exists only in children's.
 ///
-/// Everything that reads a pin goes through `device` and `child_environment`, never its fields:
-/// a device on another host (the Slurm issue names devices `node:index`, as Slurm numbers them
-/// on that node, reached through a node agent) adds where it lives here, and the children it
-/// starts learn about it in `child_environment`'s callers alone.
+/// Everything that reads a pin goes through `device` and `child_environment`, never its fields.
+/// A pin exists only on the machine whose GPU it names: under the Slurm launcher each node
+/// agent pins its own node's devices (`Device::pin_as`, under the run's id for the device), and
+/// the head reaches a device on another node by its id through that node's agent, never
+/// through a pin of its own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Pin {
     device: DeviceId,

@@ -369,20 +369,6 @@ pub(crate) fn normalize_gfx_target(text: &str) -> String {
         .to_ascii_lowercase()
 }
 
-/// Puts in `dir` an amd-smi that lists the four MI300X of the amd-smi fixtures and describes
-/// them.
-#[cfg(test)]
-pub(super) fn install_four_mi300x_amd_smi(
-    node: &super::fake_tools::FakeNode,
-    dir: &std::path::Path,
-) {
-    node.amd_smi(
-        dir,
-        "amd-smi-list-e-4gpu.json",
-        "amd-smi-static-asic-4gpu.json",
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -599,7 +585,7 @@ mod tests {
     fn amd_smi_is_found_beside_an_unresolved_venv_python() {
         let node = FakeNode::new();
         let venv_bin = node.venv_with_symlinked_python();
-        install_four_mi300x_amd_smi(&node, &venv_bin);
+        node.four_mi300x_amd_smi(&venv_bin);
         assert_eq!(listed(&node).0, four_mi300x());
     }
 
@@ -607,7 +593,7 @@ mod tests {
     fn amd_smi_beside_the_symlink_target_is_not_used() {
         let node = FakeNode::new();
         node.venv_with_symlinked_python();
-        install_four_mi300x_amd_smi(&node, &node.python_target_dir());
+        node.four_mi300x_amd_smi(&node.python_target_dir());
         let listing = list_amd_gpus(&node.host(&[]), TOOL_TIMEOUT);
         let Listing::ToolNotFound { searched } = listing.listing else {
             panic!("expected no amd-smi, got {:?}", listing.listing);
@@ -625,14 +611,14 @@ mod tests {
     #[test]
     fn amd_smi_is_found_in_rocm_bin_last() {
         let node = FakeNode::new();
-        install_four_mi300x_amd_smi(&node, &node.rocm_bin());
+        node.four_mi300x_amd_smi(&node.rocm_bin());
         assert_eq!(listed(&node).0, four_mi300x());
     }
 
     #[test]
     fn amd_smi_on_path_comes_first() {
         let node = FakeNode::new();
-        install_four_mi300x_amd_smi(&node, &node.bin());
+        node.four_mi300x_amd_smi(&node.bin());
         let venv_bin = node.venv_with_symlinked_python();
         node.amd_smi(&venv_bin, "amd-smi-list-no-hip-id.json", "");
         node.amd_smi(&node.rocm_bin(), "amd-smi-list-no-hip-id.json", "");

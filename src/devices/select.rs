@@ -361,7 +361,6 @@ mod tests {
     use super::*;
     use crate::devices::fake_tools::FakeNode;
     use crate::devices::masks::{CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES};
-    use crate::devices::rocm::install_four_mi300x_amd_smi;
 
     const CVD: &str = CUDA_VISIBLE_DEVICES;
     const HVD: &str = HIP_VISIBLE_DEVICES;
@@ -380,13 +379,13 @@ mod tests {
 
     fn amd_only() -> FakeNode {
         let node = FakeNode::new();
-        install_four_mi300x_amd_smi(&node, &node.bin());
+        node.four_mi300x_amd_smi(&node.bin());
         node
     }
 
     fn mixed() -> FakeNode {
         let node = nvidia_only();
-        install_four_mi300x_amd_smi(&node, &node.bin());
+        node.four_mi300x_amd_smi(&node.bin());
         node
     }
 
@@ -745,7 +744,7 @@ mod tests {
     fn amd_smi_beside_an_unresolved_venv_python() {
         let node = FakeNode::new();
         let venv_bin = node.venv_with_symlinked_python();
-        install_four_mi300x_amd_smi(&node, &venv_bin);
+        node.four_mi300x_amd_smi(&venv_bin);
         check(
             &node,
             &[(AUTO, &[], "rocm 0,1,2,3"), (ROCM, &[(HVD, "1")], "rocm 1")],

@@ -220,15 +220,6 @@ fn spawn(program: &Path, args: &[&str], host: &HostEnvironment) -> std::io::Resu
 mod tests {
     use super::*;
     use crate::devices::fake_tools::write_script;
-    use std::collections::BTreeMap;
-
-    fn host_with(vars: &[(&str, &str)]) -> HostEnvironment {
-        let vars = vars
-            .iter()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect::<BTreeMap<_, _>>();
-        HostEnvironment::new(vars, PathBuf::from("python3"))
-    }
 
     #[test]
     fn captures_output_and_status_in_the_given_environment() {
@@ -241,7 +232,7 @@ mod tests {
         let output = run_tool(
             &tool,
             &["arg"],
-            &host_with(&[("KACTORS_PROBE", "seen")]),
+            &HostEnvironment::of_vars(&[("KACTORS_PROBE", "seen")]),
             TOOL_TIMEOUT,
         )
         .unwrap();
@@ -260,7 +251,7 @@ mod tests {
             "tool",
             "i=0\nwhile [ $i -lt 20000 ]; do printf '0123456789\\n'; printf 'x\\n' >&2; i=$((i+1)); done\n",
         );
-        let output = run_tool(&tool, &[], &host_with(&[]), TOOL_TIMEOUT).unwrap();
+        let output = run_tool(&tool, &[], &HostEnvironment::of_vars(&[]), TOOL_TIMEOUT).unwrap();
         assert_eq!(output.stdout.len(), 220_000);
         assert_eq!(output.stderr.len(), 40_000);
     }
@@ -269,7 +260,7 @@ mod tests {
     fn a_hung_tool_is_killed_at_the_deadline() {
         let dir = tempfile::tempdir().unwrap();
         let tool = write_script(dir.path(), "tool", "exec sleep 60\n");
-        let host = host_with(&[("PATH", "/usr/bin:/bin")]);
+        let host = HostEnvironment::of_vars(&[("PATH", "/usr/bin:/bin")]);
         let started = Instant::now();
         let failure = run_tool(&tool, &[], &host, Duration::from_millis(300)).unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(30));
@@ -285,7 +276,7 @@ mod tests {
     /// Issue 10: nvidia-smi and amd-smi got the whole host environment, API keys included.
     #[test]
     fn a_tool_sees_the_visibility_masks_but_no_credential() {
-        let host = host_with(&[
+        let host = HostEnvironment::of_vars(&[
             ("PATH", "/usr/bin:/bin"),
             ("CUDA_VISIBLE_DEVICES", "1,0"),
             ("HIP_VISIBLE_DEVICES", "2"),
@@ -343,7 +334,7 @@ mod tests {
                 pid_file.display()
             ),
         );
-        let host = host_with(&[("PATH", "/usr/bin:/bin")]);
+        let host = HostEnvironment::of_vars(&[("PATH", "/usr/bin:/bin")]);
         let failure = run_tool(&tool, &[], &host, Duration::from_millis(500)).unwrap_err();
         assert!(matches!(failure, ToolFailure::TimedOut { .. }), "{failure}");
         let grandchild = std::fs::read_to_string(&pid_file).unwrap();
@@ -358,7 +349,7 @@ mod tests {
         let failure = run_tool(
             Path::new("/nonexistent/amd-smi"),
             &["list"],
-            &host_with(&[]),
+            &HostEnvironment::of_vars(&[]),
             TOOL_TIMEOUT,
         )
         .unwrap_err();
@@ -378,7 +369,7 @@ mod tests {
             "tool",
             "printf 'line one\\nline two\\n'\nexit 9\n",
         );
-        let output = run_tool(&tool, &[], &host_with(&[]), TOOL_TIMEOUT).unwrap();
+        let output = run_tool(&tool, &[], &HostEnvironment::of_vars(&[]), TOOL_TIMEOUT).unwrap();
         assert_eq!(output.diagnostic(), "line one / line two");
     }
 

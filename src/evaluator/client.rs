@@ -21,7 +21,7 @@ use super::protocol::{
     Startup, TimeOutcome as TimedReply, parse_incoming, parse_startup,
 };
 use crate::devices::Pin;
-use crate::process::{ChildSpec, ProtocolPipes, RunningChild, log_tail, spawn};
+use crate::process::{ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn};
 
 /// What every evaluator child of a run shares.
 #[derive(Clone, Debug)]
@@ -43,6 +43,21 @@ pub struct EvaluatorSetup {
 pub struct DeviceSlot {
     pub folder: PathBuf,
     pub pin: Pin,
+    /// Where each candidate's Triton cache goes: `None` beside the candidate, in its folder
+    /// (one node: the run directory is local); on a node agent a node-local folder, one
+    /// subfolder per candidate, since the run directory is shared between nodes and Triton's
+    /// cache must not be.
+    pub triton_cache: Option<PathBuf>,
+}
+
+impl DeviceSlot {
+    /// The Triton cache of the candidate whose folder is `candidate_folder`.
+    pub fn triton_cache_of(&self, candidate_folder: &Path) -> PathBuf {
+        match (&self.triton_cache, candidate_folder.file_name()) {
+            (Some(root), Some(candidate)) => root.join(candidate),
+            _ => candidate_folder.join("triton-cache"),
+        }
+    }
 }
 
 pub struct PythonEvaluatorFactory {
@@ -199,7 +214,7 @@ impl PythonEvaluator {
             cwd: self.slot.folder.clone(),
             env: self.slot.pin.child_environment(std::env::vars_os(), &[]),
             log_path: self.log_path(),
-            protocol: true,
+            protocol: Protocol::Pipes,
             label: self.label(),
         };
         let mut child = spawn(&spec).map_err(|error| error.to_string())?;
@@ -395,7 +410,7 @@ impl DeviceEvaluator for PythonEvaluator {
     ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
         Box::pin(async move {
             let candidate = job.folder.join("kernel.py");
-            let cache_dir = job.folder.join("triton-cache");
+            let cache_dir = self.slot.triton_cache_of(&job.folder);
             let outcome = self
                 .call(
                     |id| Request::Verify {
@@ -443,7 +458,7 @@ impl DeviceEvaluator for PythonEvaluator {
     fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
         Box::pin(async move {
             let candidate = job.folder.join("kernel.py");
-            let cache_dir = Some(job.folder.join("triton-cache"));
+            let cache_dir = Some(self.slot.triton_cache_of(&job.folder));
             let request = |id| Request::Time {
                 id,
                 candidate,
@@ -496,7 +511,7 @@ impl DeviceEvaluator for PythonEvaluator {
                 cwd: folder.to_path_buf(),
                 env: self.slot.pin.child_environment(std::env::vars_os(), &[]),
                 log_path: log.clone(),
-                protocol: false,
+                protocol: Protocol::None,
                 label: format!("test.py on device {}", self.device),
             };
             let mut child = spawn(&spec).map_err(|error| EvalError::Start(error.to_string()))?;
@@ -781,8 +796,15 @@ mod tests {
         };
         actix::System::new().block_on(async {
             let watchdog = crate::profiling::standalone_watchdog(Duration::from_millis(200));
-            let mut evaluator =
-                PythonEvaluator::new(Rc::new(setup), DeviceSlot { folder, pin }, watchdog);
+            let mut evaluator = PythonEvaluator::new(
+                Rc::new(setup),
+                DeviceSlot {
+                    folder,
+                    pin,
+                    triton_cache: None,
+                },
+                watchdog,
+            );
             let Err(EvalError::Start(message)) = evaluator.verify(&job).await else {
                 panic!("a script that exits at once cannot start")
             };

@@ -27,10 +27,24 @@ pub struct ChildSpec {
     pub env: ChildEnv,
     /// stdout and stderr are both appended to this file.
     pub log_path: PathBuf,
-    /// Whether the child gets the protocol pipes on fd 3 (requests) and fd 4 (replies).
-    pub protocol: bool,
+    /// Which descriptors, if any, carry a line protocol with kactors.
+    pub protocol: Protocol,
     /// Names the child in errors and reports, e.g. "evaluator device 2".
     pub label: String,
+}
+
+/// Where a child's line protocol with kactors runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// None: stdin is /dev/null, stdout and stderr go to the log.
+    None,
+    /// Two dedicated pipes, fd 3 requests and fd 4 replies (the evaluator): nothing the child
+    /// prints can corrupt them.
+    Pipes,
+    /// stdin requests and stdout replies, stderr to the log: for `srun`, which carries only a
+    /// task's standard streams across nodes (the node agent's channel). The agent keeps its
+    /// own children's protocols on their pipes, so nothing a kernel prints reaches this one.
+    Stdio,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,8 +90,17 @@ pub struct RunningChild {
 }
 
 /// Starts the child in a new process group with stdin from /dev/null, stdout and stderr
-/// appended to `spec.log_path`, and, if `spec.protocol`, the protocol pipes on fds 3 and 4.
+/// appended to `spec.log_path`, and the protocol's pipes where `spec.protocol` puts them.
 /// Needs a tokio runtime with IO enabled.
+///
+/// The child gets SIGKILL when its parent dies (PR_SET_PDEATHSIG), so that a kactors killed
+/// outright (SIGKILL, the OOM killer) leaves no evaluator, profiler or `srun` behind; a node
+/// agent's children likewise die with the agent. Linux sends that signal when the *thread* that
+/// forked the child exits, not the process: every child must be spawned from a thread that
+/// lives as long as the process. kactors spawns from the actix System's thread, which is the
+/// main thread (`kactors run`, `kactors agent`, `kactors profile`), and from the preflight's
+/// runtime, which `block_on` drives on the main thread too; nothing spawns from tokio's
+/// blocking pool. (A test's children die with its test thread, which outlives them anyway.)
 pub fn spawn(spec: &ChildSpec) -> Result<RunningChild, SpawnError> {
     let label = || spec.label.clone();
     if !spec.cwd.is_dir() {
@@ -106,31 +129,51 @@ pub fn spawn(spec: &ChildSpec) -> Result<RunningChild, SpawnError> {
         .envs(spec.env.vars())
         .stdin(Stdio::null())
         .process_group(0);
-
-    let (protocol, child_ends) = if spec.protocol {
-        let (parent_ends, child_ends) = protocol_pipes().map_err(|source| SpawnError::Pipes {
-            label: label(),
-            source,
-        })?;
-        (Some(parent_ends), Some(child_ends))
-    } else {
-        (None, None)
-    };
-    if let Some(ends) = &child_ends {
-        let (requests_fd, replies_fd) = (ends.requests.as_raw_fd(), ends.replies.as_raw_fd());
-        // SAFETY: the closure runs between fork and exec and only calls dup2.
-        unsafe {
-            command.pre_exec(move || place_child_ends(requests_fd, replies_fd));
-        }
+    let parent = nix::unistd::getpid().as_raw();
+    // SAFETY: the closure runs between fork and exec and only calls prctl and getppid.
+    unsafe {
+        command.pre_exec(move || die_with_parent(parent));
     }
+
+    let (protocol, child_ends) = match spec.protocol {
+        Protocol::None => (None, None),
+        Protocol::Pipes | Protocol::Stdio => {
+            let (parent_ends, child_ends) =
+                protocol_pipes().map_err(|source| SpawnError::Pipes {
+                    label: label(),
+                    source,
+                })?;
+            (Some(parent_ends), Some(child_ends))
+        }
+    };
     let mut given_files = vec![log.as_fd()];
     given_files.extend(child_ends.iter().flat_map(ChildEnds::fds));
     let files = ChildFiles::of(&given_files).map_err(|source| SpawnError::Files {
         label: label(),
         source,
     })?;
-
-    command.stdout(log).stderr(log_for_stderr);
+    let child_ends = match (spec.protocol, child_ends) {
+        (Protocol::Pipes, Some(ends)) => {
+            let (requests_fd, replies_fd) = (ends.requests.as_raw_fd(), ends.replies.as_raw_fd());
+            // SAFETY: the closure runs between fork and exec and only calls dup2.
+            unsafe {
+                command.pre_exec(move || place_child_ends(requests_fd, replies_fd));
+            }
+            command.stdout(log);
+            Some(ends)
+        }
+        (Protocol::Stdio, Some(ends)) => {
+            command
+                .stdin(Stdio::from(ends.requests))
+                .stdout(Stdio::from(ends.replies));
+            None
+        }
+        _ => {
+            command.stdout(log);
+            None
+        }
+    };
+    command.stderr(log_for_stderr);
     let child = command.spawn().map_err(|source| SpawnError::Spawn {
         label: label(),
         program: spec.program.clone(),
@@ -193,6 +236,20 @@ impl RunningChild {
     }
 }
 
+/// Runs in the child between fork and exec: SIGKILL when the forking thread ends, and an exit
+/// at once when the parent died before that was in place (the child was already re-parented).
+fn die_with_parent(parent: i32) -> io::Result<()> {
+    // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number changes only this process.
+    if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: getppid cannot fail.
+    if unsafe { nix::libc::getppid() } != parent {
+        return Err(io::Error::other("kactors died while starting this child"));
+    }
+    Ok(())
+}
+
 /// waitid with WNOWAIT reads the exit status and leaves it for tokio to collect.
 fn exit_status_without_reaping(pid: Pid) -> io::Result<Option<ExitStatus>> {
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
@@ -221,8 +278,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::process::child_environment;
     use crate::process::test_support::{Scratch, eventually_gone};
+    use crate::process::{ProtocolPipes, child_environment};
 
     #[tokio::test]
     async fn the_child_sees_the_filtered_environment_and_the_device_pin() {
@@ -316,6 +373,66 @@ mod tests {
         drop(child);
 
         eventually_gone(group, &[Pid::from_raw(grandchild)]).await;
+    }
+
+    /// Issue 14: a child dies with the thread that started it (PR_SET_PDEATHSIG), so a kactors
+    /// killed outright leaves no child behind, even one whose `RunningChild` was never dropped.
+    #[test]
+    fn a_child_dies_when_the_thread_that_spawned_it_ends() {
+        let scratch = Scratch::new();
+        let spec = scratch.sh("echo $$ >&4; exec sleep 60", true);
+        let pid = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let mut child = spawn(&spec).unwrap();
+                let replies = &mut child.protocol.as_mut().unwrap().replies;
+                let pid: i32 = replies.recv_line().await.unwrap().unwrap().parse().unwrap();
+                // As if kactors were killed: nothing ends the child on the way out.
+                std::mem::forget(child);
+                pid
+            })
+        })
+        .join()
+        .unwrap();
+        let started = std::time::Instant::now();
+        while crate::process::test_support::is_running(Pid::from_raw(pid)) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "child {pid} outlived the thread that spawned it"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Issue 14: `srun` carries only a task's standard streams between nodes, so the node
+    /// agent's channel is stdin and stdout; stderr still goes to the log.
+    #[tokio::test]
+    async fn a_stdio_protocol_child_reads_requests_on_stdin_and_replies_on_stdout() {
+        let scratch = Scratch::new();
+        let mut spec = scratch.sh(
+            "while read line; do echo \"reply to $line\"; echo \"note $line\" >&2; done",
+            false,
+        );
+        spec.protocol = Protocol::Stdio;
+        let mut child = spawn(&spec).unwrap();
+        let ProtocolPipes {
+            mut requests,
+            mut replies,
+        } = child.protocol.take().unwrap();
+        for line in ["one", "two"] {
+            requests.send_line(line).await.unwrap();
+            assert_eq!(
+                replies.recv_line().await.unwrap(),
+                Some(format!("reply to {line}"))
+            );
+        }
+        drop(requests);
+        assert!(child.wait().await.unwrap().success());
+        assert_eq!(replies.recv_line().await.unwrap(), None);
+        assert_eq!(scratch.log(), "note one\nnote two\n");
     }
 
     #[tokio::test]

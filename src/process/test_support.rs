@@ -13,7 +13,7 @@ use tempfile::TempDir;
 use tokio::time::Instant;
 
 use super::group::ProcStat;
-use super::{ChildEnv, ChildSpec, ProcessGroup, child_environment};
+use super::{ChildEnv, ChildSpec, ProcessGroup, Protocol, child_environment};
 
 /// How long a test waits for orphans to die: init reaps them when it gets to it.
 const GONE_LIMIT: Duration = Duration::from_secs(10);
@@ -55,7 +55,11 @@ impl Scratch {
             cwd: self.child_folder.clone(),
             env,
             log_path: self.log_path.clone(),
-            protocol,
+            protocol: if protocol {
+                Protocol::Pipes
+            } else {
+                Protocol::None
+            },
             label: label.to_string(),
         }
     }

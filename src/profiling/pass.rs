@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::ProfileBudget;
 use crate::process::{
-    ChildEnv, ChildSpec, Leak, ProcessGroup, SpawnError, leaked_after_exit, spawn,
+    ChildEnv, ChildSpec, Leak, ProcessGroup, Protocol, SpawnError, leaked_after_exit, spawn,
 };
 
 /// The file in a pass's folder that gets the child's stdout and stderr.
@@ -209,7 +209,7 @@ pub async fn run_pass(
         cwd: spec.dir.clone(),
         env: spec.env.clone(),
         log_path: outcome.log_path.clone(),
-        protocol: false,
+        protocol: Protocol::None,
         label: label(),
     };
     let started = Instant::now();

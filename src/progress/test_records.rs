@@ -23,10 +23,12 @@ pub fn run_started(devices: u32) -> Event {
         num_bottlenecks: 2,
         max_rounds: 3,
         devices: (0..devices)
-            .map(|device| DeviceDescription {
-                device: DeviceId(device),
-                name: format!("noop simulated device {device}"),
-                uuid: None,
+            .map(|device| {
+                DeviceDescription::on_one_node(
+                    DeviceId(device),
+                    format!("noop simulated device {device}"),
+                    None,
+                )
             })
             .collect(),
         initial_source: String::new(),

@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod llm_server;
+pub mod slurm;
+pub mod slurm_run;
 pub mod standin_node;
 
 use std::path::{Path, PathBuf};
@@ -65,4 +67,23 @@ pub fn is_running(pid: i32) -> bool {
 /// Sends `signal` to a child, as a user or a scheduler would.
 pub fn send_signal(child: &std::process::Child, signal: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
+}
+
+/// The `--python` of the stand-in tests: it plays the evaluator (tests/fixtures/
+/// standin_evaluator.py), the profiled wrapper and Python itself, without torch or a GPU.
+pub fn standin_python() -> PathBuf {
+    fixtures().join("standin-python")
+}
+
+/// Waits up to `limit` for `pid` to end: a process killed on another node, or by its own
+/// parent-death signal, ends a moment after whoever killed it says so.
+pub fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
+    let give_up = std::time::Instant::now() + limit;
+    while is_running(pid) {
+        if std::time::Instant::now() >= give_up {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
 }

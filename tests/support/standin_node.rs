@@ -1,12 +1,12 @@
 //! A node with two NVIDIA GPUs and no GPU: a fake nvidia-smi lists two H200s and `--python`
-//! points at a shim that runs the stand-in evaluator (tests/fixtures/standin_evaluator.py),
+//! is the stand-in Python, which runs the stand-in evaluator (tests/fixtures/standin_evaluator.py),
 //! which speaks the real protocol and decides each candidate's fate by a `# standin:` marker in
 //! its source. Its children are real processes, as on a GPU node.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::write_executable;
+use super::{standin_python, write_executable};
 
 /// The two GPUs' lines as the fake nvidia-smi prints them.
 const TWO_H200: &str = "echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n";
@@ -39,15 +39,6 @@ impl Node {
         let root = dir.path();
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
-        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
-        write_executable(
-            &bin.join("python-shim"),
-            &format!(
-                "#!/bin/sh\ncase \"$1\" in\n  *evaluator.py) shift; exec python3 '{}' \"$@\";;\n  *) exec '{}' \"$@\";;\nesac\n",
-                fixtures.join("standin_evaluator.py").display(),
-                fixtures.join("standin-python").display()
-            ),
-        );
         standin_kernel(root, candidates);
         let node = Node { dir };
         node.with_gpus(TWO_H200).with_strategy(
@@ -112,7 +103,7 @@ impl Node {
                 "kernel",
             ])
             .arg("--python")
-            .arg(self.dir.path().join("bin/python-shim"));
+            .arg(standin_python());
         command
     }
 

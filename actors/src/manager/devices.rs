@@ -74,6 +74,11 @@ impl Manager {
                         Err((EvaluationOutcome::Failed, reason)),
                     )),
                     Ok(Ok(result)) => {
+                        // The devices go first: the fold retires them before it places the
+                        // candidate again.
+                        if let Some((devices, reason)) = lost_devices(&result) {
+                            me.do_send(Input::Record(Event::DevicesLost { devices, reason }));
+                        }
                         let record = evaluated(&evaluation, Ok(result));
                         match disk_full(&record) {
                             Some(reason) => Input::DiskFull {
@@ -209,13 +214,37 @@ impl Manager {
     }
 }
 
+/// The devices an evaluation found gone (its own and those lost with it), and why.
+fn lost_devices(result: &Evaluated) -> Option<(Vec<DeviceId>, String)> {
+    let error = match result {
+        Evaluated {
+            verify: Err(error), ..
+        }
+        | Evaluated {
+            time: Some(Err(error)),
+            ..
+        } => error,
+        _ => return None,
+    };
+    match error {
+        EvalError::DeviceLost { reason, devices } => Some((devices.clone(), reason.clone())),
+        _ => None,
+    }
+}
+
 /// The `evaluated` record of an attempt: the worker's steps, or why there were none.
 pub(super) fn evaluated(
     evaluation: &Evaluation,
     result: Result<Evaluated, (EvaluationOutcome, String)>,
 ) -> Event {
+    let lost = result
+        .as_ref()
+        .ok()
+        .and_then(lost_devices)
+        .map(|(_, reason)| format!("device lost: {reason}"));
     let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
         Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
+        Ok(_) if lost.is_some() => (EvaluationOutcome::DeviceLost, None, None, lost, Vec::new()),
         Ok(Evaluated {
             verify: Err(EvalError::Start(reason)),
             ..

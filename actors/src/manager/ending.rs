@@ -86,7 +86,12 @@ impl Manager {
             .into_iter()
             .filter_map(|id| self.state.placement(id).map(|(_, _, device)| device))
             .collect();
-        match self.settings.devices.iter().find(|d| !busy.contains(d)) {
+        match self
+            .settings
+            .devices
+            .iter()
+            .find(|d| !busy.contains(d) && !self.state.is_retired(**d))
+        {
             Some(device) => (Some(*device), None),
             None => (
                 None,

@@ -152,6 +152,15 @@ impl RunSummary {
                 fraction * 100.0
             );
         }
+        if !self.devices_lost.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## Devices lost\n\nRetired from the run; what they had in flight ran again on a live device.\n"
+            );
+            for lost in &self.devices_lost {
+                let _ = writeln!(out, "- {lost}");
+            }
+        }
         if !self.worker_deaths.is_empty() {
             let _ = writeln!(out, "\n## Worker restarts\n");
             for death in &self.worker_deaths {

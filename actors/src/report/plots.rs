@@ -7,8 +7,60 @@ use std::collections::BTreeMap;
 
 use super::svg::{Axis, Mark, Svg, Swatch, cross, legend, tick_label, x_axis, y_axis};
 use super::{FailureKind, Fate, FinishedCandidate, RunSummary};
-use crate::journal::Step;
+use crate::journal::{Event, JournalRecord, Step};
 use crate::model::CandidateId;
+
+impl RunSummary {
+    /// What only the plots need: each candidate's fate, each evaluation's outcome, the beam.
+    pub(super) fn observe_for_plots(&mut self, record: &JournalRecord) {
+        match &record.event {
+            Event::Evaluated {
+                candidate, outcome, ..
+            } => {
+                self.last_evaluations.insert(*candidate, *outcome);
+            }
+            Event::CandidateFinished {
+                candidate,
+                parent,
+                round,
+                device,
+                passed,
+                time_ms,
+                reason,
+                duplicate_of,
+                ..
+            } => {
+                let fate = match (passed, time_ms) {
+                    (true, Some(time_ms)) => Fate::Verified { time_ms: *time_ms },
+                    _ => {
+                        let reason = reason
+                            .clone()
+                            .unwrap_or_else(|| "passed, but no time was recorded".into());
+                        let last_evaluation = self.last_evaluations.get(candidate).copied();
+                        Fate::Failed {
+                            kind: FailureKind::of(&reason, *duplicate_of, last_evaluation),
+                            reason,
+                        }
+                    }
+                };
+                self.candidates.insert(
+                    *candidate,
+                    FinishedCandidate {
+                        parent: *parent,
+                        round: *round,
+                        device: *device,
+                        finished: record.t,
+                        fate,
+                    },
+                );
+            }
+            Event::BeamUpdated { beam, .. } => {
+                self.beam = beam.iter().map(|member| member.candidate).collect();
+            }
+            _ => {}
+        }
+    }
+}
 
 pub(super) const WIDTH: f64 = 960.0;
 /// The plot areas' right edge.
@@ -38,6 +90,7 @@ fn failure_colour(kind: FailureKind) -> &'static str {
         FailureKind::Crashed => "#e69f00",
         FailureKind::WorkerDied => "#cc79a7",
         FailureKind::Unstartable => "#56b4e9",
+        FailureKind::DeviceLost => "#f0e442",
         FailureKind::Duplicate => "#999999",
         FailureKind::NotEvaluated => "#8c6d00",
     }

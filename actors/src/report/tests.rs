@@ -128,3 +128,44 @@ fn the_disk_section_says_what_the_run_directory_holds_and_what_was_removed() {
         "{report}"
     );
 }
+
+/// Issue 14: the report says which devices were lost, when and why.
+#[test]
+fn the_report_names_the_devices_lost_with_their_nodes_and_when() {
+    let device = |id: u32, index: u32| crate::journal::DeviceDescription {
+        device: DeviceId(id),
+        name: "NVIDIA H200".into(),
+        uuid: None,
+        node: Some("n2".into()),
+        index: Some(index),
+        step: Some("7.1".into()),
+    };
+    let started = Event::RunStarted {
+        strategy: "nvidia".into(),
+        platform: "nvidia".into(),
+        simulated: false,
+        search: "beam_search".into(),
+        num_top_kernels: 1,
+        num_bottlenecks: 2,
+        max_rounds: 1,
+        devices: vec![device(0, 0), device(1, 1)],
+        initial_source: String::new(),
+    };
+    let lost = JournalRecord {
+        t: SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(12_500),
+        event: Event::DevicesLost {
+            devices: vec![DeviceId(0), DeviceId(1)],
+            reason: "the agent of node n2 stopped answering".into(),
+        },
+    };
+    let mut summary = RunSummary::default();
+    summary.observe(&record(started));
+    summary.observe(&lost);
+    let report = summary.render_markdown();
+    assert!(
+        report.contains(
+            "- 0 (NVIDIA H200 on n2:0), 1 (NVIDIA H200 on n2:1) at 1970-01-01T00:00:12.500Z (12.5 s into the run): the agent of node n2 stopped answering"
+        ),
+        "{report}"
+    );
+}

@@ -32,7 +32,7 @@ pub(super) struct Evaluation {
 impl Core {
     pub(super) fn start(&mut self, initial_source: &str, out: &mut Out) {
         let id = CandidateId::INITIAL;
-        let device = device_for(id, &self.config.devices);
+        let device = device_for(id, &self.live_devices());
         self.candidates
             .insert(id, Candidate::new(None, 0, 0, device, Phase::Asking));
         self.take_code(id, KernelSource::new(initial_source), out);
@@ -237,6 +237,9 @@ impl Core {
                 });
                 return;
             }
+            EvaluationOutcome::DeviceLost => {
+                return self.evaluated_on_lost_device(id, result.reason, out);
+            }
             EvaluationOutcome::WorkerDied => rejected(
                 format!(
                     "the worker of device {} died twice on this candidate",
@@ -398,7 +401,7 @@ impl Core {
                 ));
                 if self.config.time_references {
                     out.push(Decision::TimeReferences {
-                        device: device_for(CandidateId(1), &self.config.devices),
+                        device: device_for(CandidateId(1), &self.live_devices()),
                     });
                 }
             }

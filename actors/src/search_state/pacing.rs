@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::journal::{BeamMember, Event, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
-use crate::search::{Pacing, SearchKind, SteadyPlan, first_free_device, plan_round, virtual_round};
+use crate::search::{Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
 
 use super::{Core, Decision, Out, Resolution, SearchConfig, Settled};
 
@@ -131,10 +131,20 @@ impl Pacer {
     }
 
     /// The device a candidate's code goes to when its proposal is answered.
-    pub(super) fn device_for_answer(&self, core: &Core, planned: DeviceId) -> DeviceId {
+    /// In rounds the planned one, unless it was lost since: then candidate i goes to live
+    /// device i mod (live devices).
+    pub(super) fn device_for_answer(
+        &self,
+        core: &Core,
+        candidate: CandidateId,
+        planned: DeviceId,
+    ) -> DeviceId {
         match self {
+            Pacer::Rounds(_) if core.is_retired(planned) => {
+                device_for(candidate, &core.live_devices())
+            }
             Pacer::Rounds(_) => planned,
-            Pacer::Steady(_) => first_free_device(&core.device_load),
+            Pacer::Steady(_) => core.first_free_device(),
         }
     }
 
@@ -212,7 +222,7 @@ impl Rounds {
             self.next_id,
             &parents,
             &core.config.search,
-            &core.config.devices,
+            &core.live_devices(),
         );
         planned.retain(|candidate| candidate.id.0 <= core.config.search.total_candidates());
         self.next_id += planned.len() as u64;
@@ -372,7 +382,7 @@ impl Steady {
     }
 
     fn plan_one(&mut self, core: &mut Core, out: &mut Out) {
-        let device = first_free_device(&core.device_load);
+        let device = core.first_free_device();
         let parents = Self::parents_now(core);
         let Some(planned) = self.plan.next(&parents, device) else {
             return;

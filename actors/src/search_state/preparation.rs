@@ -58,7 +58,7 @@ impl Core {
         } else {
             parent.profiling = true;
             let round = parent.round;
-            let device = device_for(id, &self.config.devices);
+            let device = device_for(id, &self.live_devices());
             if let Some(kernel) = self.ranked(id) {
                 out.push(Decision::Profile {
                     parent: kernel,

@@ -137,7 +137,7 @@ impl SearchState {
                 && let Some(kernel) = core.ranked(id)
             {
                 out.push(Decision::Profile {
-                    device: crate::search::device_for(id, &core.config.devices),
+                    device: crate::search::device_for(id, &core.live_devices()),
                     round: parent.round,
                     parent: kernel,
                 });
@@ -163,7 +163,7 @@ impl SearchState {
             && core.references_recorded.len() < 2
         {
             out.push(Decision::TimeReferences {
-                device: crate::search::device_for(CandidateId(1), &core.config.devices),
+                device: crate::search::device_for(CandidateId(1), &core.live_devices()),
             });
         }
         // The search was over and its end not journaled: it ends again (the finale too).

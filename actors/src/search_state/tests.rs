@@ -683,3 +683,145 @@ fn a_search_that_was_over_when_the_process_died_finishes_again_on_resume() {
     let decisions: Vec<String> = decisions.iter().map(describe).collect();
     assert_eq!(decisions, ["finish Completed: max_rounds (1) reached"]);
 }
+
+fn devices_lost(devices: &[u32]) -> Event {
+    Event::DevicesLost {
+        devices: devices.iter().copied().map(DeviceId).collect(),
+        reason: "the agent of node n2 is gone".into(),
+    }
+}
+
+/// Issue 14: a node that dies costs its in-flight candidates only a move: in rounds candidate
+/// i goes to live device i mod (live devices), then and in the rounds after.
+#[test]
+fn in_rounds_a_lost_devices_candidates_move_to_live_device_i_mod_live_devices() {
+    // One parent, four proposals on four devices: candidates 1, 2, 3 on devices 1, 2, 3.
+    let mut state = SearchState::new(config(1, 4, 2, 4, Pacing::Rounds));
+    for input in [
+        started("k0"),
+        verified(0, 0, 8.0),
+        analysed(0, 1, &["a", "b", "c", "d"]),
+        code(1, 1, "k1"),
+        code(2, 2, "k2"),
+        code(3, 3, "k3"),
+    ] {
+        state.apply(&input);
+    }
+    let mut after = |input: Event| -> Vec<String> {
+        let decisions = state.apply(&input).iter().map(describe).collect();
+        state.check_invariants().unwrap();
+        decisions
+    };
+    assert!(after(devices_lost(&[2, 3])).is_empty());
+    // Two live devices, 0 and 1: candidate 2 to 2 mod 2, candidate 3 to 3 mod 2.
+    assert_eq!(
+        after(evaluated(2, 2, 0, EvaluationOutcome::DeviceLost, None)),
+        ["evaluate 2 on 0, attempt 0: k2"]
+    );
+    assert_eq!(
+        after(evaluated(3, 3, 0, EvaluationOutcome::DeviceLost, None)),
+        ["evaluate 3 on 1, attempt 0: k3"]
+    );
+    assert_eq!(
+        state.device_for_answer(CandidateId(4)),
+        DeviceId(0),
+        "candidate 4 was planned on device 0, which lives"
+    );
+    assert!(state.is_retired(DeviceId(2)) && state.is_retired(DeviceId(3)));
+    assert!(!state.is_retired(DeviceId(0)) && !state.is_retired(DeviceId(1)));
+}
+
+/// A round started after a device was lost is planned on the live devices, candidate i on live
+/// device i mod (live devices); a candidate planned on a device that is lost before its code
+/// comes goes by the same rule when it comes.
+#[test]
+fn in_rounds_the_next_round_and_candidates_planned_on_a_lost_device_go_to_live_devices() {
+    let mut state = check(
+        config(1, 4, 2, 4, Pacing::Rounds),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (devices_lost(&[1]), ""),
+        ],
+    );
+    let planned: Vec<String> = state
+        .apply(&verified(0, 0, 8.0))
+        .iter()
+        .map(describe)
+        .filter(|line| line.starts_with("planned"))
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            "planned 1 in round 1 from 0 (proposal 0) on 2",
+            "planned 2 in round 1 from 0 (proposal 1) on 3",
+            "planned 3 in round 1 from 0 (proposal 2) on 0",
+            "planned 4 in round 1 from 0 (proposal 3) on 2",
+        ]
+    );
+    state.apply(&devices_lost(&[2]));
+    // Live now: 0 and 3.
+    assert_eq!(state.device_for_answer(CandidateId(1)), DeviceId(3));
+    assert_eq!(state.device_for_answer(CandidateId(2)), DeviceId(3));
+    assert_eq!(state.device_for_answer(CandidateId(3)), DeviceId(0));
+    assert_eq!(state.device_for_answer(CandidateId(4)), DeviceId(0));
+    state.check_invariants().unwrap();
+}
+
+/// In steady search a lost device's candidate goes to the first free live device.
+#[test]
+fn in_steady_search_a_lost_devices_candidate_moves_to_the_first_free_live_device() {
+    let steady = config(1, 2, 2, 3, Pacing::Steady { max_inflight: 2 });
+    let mut state = SearchState::new(steady);
+    for input in [
+        started("k0"),
+        verified(0, 0, 8.0),
+        analysed(0, 1, &["memory", "launch"]),
+        code(1, 0, "k1"),
+        code(2, 1, "k2"),
+        devices_lost(&[1]),
+    ] {
+        state.apply(&input);
+    }
+    let moved: Vec<String> = state
+        .apply(&evaluated(2, 1, 0, EvaluationOutcome::DeviceLost, None))
+        .iter()
+        .map(describe)
+        .collect();
+    assert_eq!(moved, ["evaluate 2 on 2, attempt 0: k2"]);
+    state.check_invariants().unwrap();
+}
+
+/// With every device lost the candidate fails with the loss, and so does the run.
+#[test]
+fn when_every_device_is_lost_the_candidate_and_the_run_fail() {
+    let mut steps = up_to_the_first_proposal();
+    steps.push((
+        evaluated(1, 0, 0, EvaluationOutcome::DeviceLost, None),
+        "1 failed: an illegal memory access
+         finish Failed: every device of the run was lost: an illegal memory access",
+    ));
+    check(one_proposal(0), &steps);
+}
+
+/// The fold rebuilds the retirements and the moves from the journal alone.
+#[test]
+fn a_rebuilt_state_knows_the_lost_devices_and_where_their_candidates_went() {
+    let inputs = [
+        started("k0"),
+        verified(0, 0, 8.0),
+        analysed(0, 1, &["a", "b", "c", "d"]),
+        code(2, 2, "k2"),
+        devices_lost(&[2, 3]),
+        evaluated(2, 2, 0, EvaluationOutcome::DeviceLost, None),
+    ];
+    let mut live = SearchState::new(config(1, 4, 2, 4, Pacing::Rounds));
+    for input in &inputs {
+        live.apply(input);
+    }
+    let rebuilt = SearchState::rebuild(config(1, 4, 2, 4, Pacing::Rounds), &inputs);
+    assert_eq!(rebuilt, live);
+    assert_eq!(
+        rebuilt.placement(CandidateId(2)).map(|p| p.2),
+        Some(DeviceId(0))
+    );
+}

@@ -470,9 +470,12 @@ fn run_one(
         usd: spent_usd,
         time: Duration::ZERO,
     };
-    let attempt = Launch::prepare_after(invocation, &spent).and_then(|mut launch| {
+    let attempt = Launch::prepare_after(invocation, parent, &spent).and_then(|mut launch| {
         launch.time_spent = started.elapsed();
-        let created = super::create_run_dir(&launch, parent)?;
+        let created = match super::create_run_dir(&launch, parent) {
+            Ok(created) => created,
+            Err(error) => return Err(launch.abandon(error)),
+        };
         run_dir = Some(created.root().to_path_buf());
         execute(launch, created, json, None)
     });

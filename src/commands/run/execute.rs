@@ -20,9 +20,9 @@ use tokio::sync::oneshot;
 use crate::check::CheckReport;
 use crate::config::{LlmChoice, RunSettings};
 use crate::console;
-use crate::devices::{DeviceKind, HostEnvironment};
+use crate::devices::DeviceKind;
 use crate::exit;
-use crate::gpus::{RunDevices, choose_run_devices};
+use crate::gpus::RunDevices;
 use crate::kernel_dir::KernelDir;
 use crate::llm::{self, LlmKeys};
 use crate::progress::{ProgressView, SystemClock, TerminalFacts};
@@ -33,6 +33,7 @@ use crate::signals::{ProcessGroupSignaller, forward_signals};
 use crate::vendor::{Platform, Vendor};
 
 use super::super::CommandError;
+use super::super::placement::{AgentInputs, Placement};
 use super::super::settings::load_strategy;
 use super::invocation::Invocation;
 
@@ -46,11 +47,14 @@ pub(crate) struct Launch {
     pub invocation: Invocation,
     pub settings: RunSettings,
     pub kernel: KernelDir,
-    pub devices: RunDevices,
+    pub placement: Placement,
     pub preflight: CheckReport,
     /// What earlier processes already spent of max_time: a resumed run's, or the runs of
     /// `--strategy all` before this one.
     pub time_spent: Duration,
+    /// Made before the devices: a Slurm run's agents talk to the head over pipes that belong
+    /// to the runtime the actors will run on.
+    system: actix::SystemRunner,
     llm: Rc<dyn LlmProvider>,
     max_inflight: usize,
     prompts: Rc<Prompts>,
@@ -58,10 +62,13 @@ pub(crate) struct Launch {
 
 impl Launch {
     /// Resolves an invocation: its strategy with the command line's overrides, the kernel
-    /// directory, the devices (their locks taken), the preflight, whose failures refuse the
-    /// run, the LLM provider (going on from a resumed run's `history`) and the prompts.
+    /// directory, the devices (their locks taken; under Slurm, the node agents started in
+    /// `run_parent`, the folder the run directory is or will be in), the preflight, whose
+    /// failures refuse the run, the LLM provider (going on from a resumed run's `history`) and
+    /// the prompts.
     pub fn prepare(
         invocation: Invocation,
+        run_parent: &Path,
         history: Option<&History>,
     ) -> Result<Launch, CommandError> {
         let spent = Spent {
@@ -69,12 +76,16 @@ impl Launch {
             usd: history.map_or(0.0, |h| h.spent_usd),
             time: history.map_or(Duration::ZERO, |h| h.time_spent),
         };
-        Launch::prepare_after(invocation, &spent)
+        Launch::prepare_after(invocation, run_parent, &spent)
     }
 
     /// Resolves an invocation as `prepare` does, for a run that counts what others `spent`
     /// before it against its limits.
-    pub fn prepare_after(invocation: Invocation, spent: &Spent) -> Result<Launch, CommandError> {
+    pub fn prepare_after(
+        invocation: Invocation,
+        run_parent: &Path,
+        spent: &Spent,
+    ) -> Result<Launch, CommandError> {
         let settings = load_strategy(
             &invocation.config_dir(),
             &invocation.strategy,
@@ -85,38 +96,37 @@ impl Launch {
             console::err(format_args!("kactors: warning: {warning}"));
         }
         let kernel = KernelDir::open(&invocation.kernel_dir, settings.max_source_bytes)?;
-        let devices = choose_run_devices(
+        let system = actix::System::new();
+        let inputs = AgentInputs {
+            strategy: &invocation.strategy,
+            config_dir: invocation.config_dir.as_deref(),
+            python: invocation.overrides.python.as_deref(),
+        };
+        let (placement, preflight) = Placement::start(
             &settings,
             invocation.gpus.clone(),
-            &HostEnvironment::from_process(settings.python.clone()),
+            &kernel.root,
+            run_parent,
+            &inputs,
+            &system,
         )?;
-        for note in &devices.notes {
-            console::err(format_args!("kactors: {note}"));
-        }
-        let preflight = crate::check::preflight(&settings, &devices.selection, Some(&kernel.root));
-        for line in preflight.failures() {
-            console::err(format_args!("kactors: {line}"));
-        }
-        let stopping = preflight
-            .lines()
-            .iter()
-            .filter(|line| line.stops_a_run())
-            .count();
-        if stopping > 0 {
-            return Err(CommandError::Environment(format!(
-                "{stopping} preflight check(s) failed (the FAIL lines above); `kactors check --strategy {}` repeats them",
-                settings.strategy
-            )));
-        }
-        let (llm, max_inflight) = llm_provider(&settings, &kernel, spent)?;
-        let prompts = Rc::new(prompts(&settings, &kernel, &devices)?);
+        let llm_and_prompts = llm_provider(&settings, &kernel, spent)
+            .and_then(|llm| Ok((llm, Rc::new(prompts(&settings, &kernel, &placement)?))));
+        let ((llm, max_inflight), prompts) = match llm_and_prompts {
+            Ok(made) => made,
+            Err(error) => {
+                placement.abandon(&system);
+                return Err(error);
+            }
+        };
         Ok(Launch {
             invocation,
             settings,
             kernel,
-            devices,
+            placement,
             preflight,
             time_spent: spent.time,
+            system,
             llm,
             max_inflight,
             prompts,
@@ -125,10 +135,14 @@ impl Launch {
 
     /// The GPUs as they are now, for run.yaml's provenance.
     pub fn gpu_state(&self) -> crate::devices::GpuState {
-        crate::devices::gpu_state(
-            &self.devices.selection,
-            &HostEnvironment::from_process(self.settings.python.clone()),
-        )
+        self.placement.gpu_state(&self.settings)
+    }
+
+    /// A launch refused before it ran (a resume that finds the run changed): the node agents
+    /// are told to end.
+    pub fn abandon(self, error: CommandError) -> CommandError {
+        self.placement.abandon(&self.system);
+        error
     }
 }
 
@@ -194,19 +208,21 @@ impl Continuation {
     }
 }
 
-/// The journal's description of each device a run uses.
+/// The journal's description of each device a run on one node uses.
 pub(crate) fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
     devices
         .selection
         .devices
         .iter()
-        .map(|device| DeviceDescription {
-            device: DeviceId(device.id),
-            name: match device.kind {
-                DeviceKind::Noop => format!("noop simulated device {}", device.id),
-                _ => device.name.clone(),
-            },
-            uuid: device.uuid().map(str::to_string),
+        .map(|device| {
+            DeviceDescription::on_one_node(
+                DeviceId(device.id),
+                match device.kind {
+                    DeviceKind::Noop => format!("noop simulated device {}", device.id),
+                    _ => device.name.clone(),
+                },
+                device.uuid().map(str::to_string),
+            )
         })
         .collect()
 }
@@ -309,7 +325,7 @@ fn remote_llm_config(
 fn prompts(
     settings: &RunSettings,
     kernel: &KernelDir,
-    devices: &RunDevices,
+    placement: &Placement,
 ) -> Result<Prompts, CommandError> {
     let problem_path = kernel.root.join("problem.py");
     let problem_source = std::fs::read_to_string(&problem_path).map_err(|error| {
@@ -319,12 +335,8 @@ fn prompts(
         ))
     })?;
     let facts = PromptFacts {
-        platform: devices.selection.platform,
-        gpu: devices
-            .selection
-            .devices
-            .first()
-            .and_then(|device| device.spec),
+        platform: placement.platform(),
+        gpu: placement.first_spec(),
         dtype: "bfloat16",
         tolerance: "atol=rtol=1e-2 (bfloat16)",
         problem_source: &problem_source,
@@ -356,8 +368,9 @@ pub(crate) fn execute(
     let Launch {
         settings,
         kernel,
-        devices,
+        placement,
         time_spent,
+        system,
         llm,
         max_inflight,
         prompts,
@@ -371,16 +384,14 @@ pub(crate) fn execute(
         "kactors: run directory {}",
         run_root.display()
     ));
-    let selected_platform = devices.selection.platform;
+    let selected_platform = placement.platform();
     let simulated = selected_platform == Platform::Noop;
     let time_limit = settings.time_limit(selected_platform, time_spent);
-    let platform = crate::platform::prepare(&run_root, &settings, &devices.selection, &kernel.root)
-        .map_err(|error| {
-            CommandError::Environment(format!(
-                "failed to prepare the run directory {}: {error}",
-                run_root.display()
-            ))
-        })?;
+    let described = placement.describe();
+    let device_count = placement.device_count();
+    // The GPUs of a run on one node stay locked until it returns.
+    let (platform, _locks) = placement.prepare(&run_root, &settings, &kernel.root, &system)?;
+    let agents = platform.agents();
 
     let search = settings.search();
     let started = Event::RunStarted {
@@ -391,7 +402,7 @@ pub(crate) fn execute(
         num_top_kernels: search.num_top_kernels,
         num_bottlenecks: search.num_bottlenecks,
         max_rounds: search.max_rounds,
-        devices: describe(&devices),
+        devices: described,
         initial_source: kernel.initial.text().to_string(),
     };
     let manager = ManagerSettings {
@@ -409,9 +420,7 @@ pub(crate) fn execute(
             LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
             LlmChoice::Replay { .. } => None,
         },
-        reflexions_in_flight: actors::manager::reflexions_in_flight_for(
-            devices.selection.devices.len(),
-        ),
+        reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
         time_limit: time_limit.clone(),
     };
     let plan = RunPlan {
@@ -444,7 +453,6 @@ pub(crate) fn execute(
         }
     });
 
-    let system = actix::System::new();
     let result = system.block_on(async move {
         let (sender, receiver) = oneshot::channel();
         let supervisor = Supervisor::new(io, ports, plan, sender).start();
@@ -453,7 +461,12 @@ pub(crate) fn execute(
                 "failed to install the SIGINT/SIGTERM/SIGHUP handlers: {error}"
             ))
         })?;
-        Ok::<_, CommandError>(receiver.await)
+        let result = receiver.await;
+        // The agents end their evaluators and exit; their steps end with them.
+        if let Some(agents) = agents {
+            agents.close().await;
+        }
+        Ok::<_, CommandError>(result)
     });
     view.close();
     let result = result?;

@@ -1,0 +1,106 @@
+//! Devices that fail for good (their node is gone, issue 14): retired from the run, and the
+//! candidates that were on them placed again on a live device, since they are not to blame.
+
+use std::collections::BTreeSet;
+
+use crate::journal::RunOutcome;
+use crate::model::{CandidateId, DeviceId, KernelSource};
+use crate::search::{Pacing, device_for, first_free_device};
+
+use super::{Core, Out, Resolution};
+
+impl Core {
+    /// The devices still in the run, in order. When every one is lost the run is ending; the
+    /// whole list stands in, so that whatever is placed meanwhile has a device.
+    pub(super) fn live_devices(&self) -> Vec<DeviceId> {
+        let live: Vec<DeviceId> = self
+            .config
+            .devices
+            .iter()
+            .copied()
+            .filter(|device| !self.retired.contains(device))
+            .collect();
+        if live.is_empty() {
+            self.config.devices.clone()
+        } else {
+            live
+        }
+    }
+
+    /// The live device with the fewest evaluations queued or running (steady search).
+    pub(super) fn first_free_device(&self) -> DeviceId {
+        let live: BTreeSet<DeviceId> = self.live_devices().into_iter().collect();
+        let mut load = self.device_load.clone();
+        load.retain(|device, _| live.contains(device));
+        first_free_device(&load)
+    }
+
+    /// Where a candidate goes whose device was lost: in rounds, candidate i to live device
+    /// i mod (live devices); in steady search, the first free live device.
+    fn device_for_moved(&self, id: CandidateId) -> DeviceId {
+        match self.config.pacing {
+            Pacing::Rounds => device_for(id, &self.live_devices()),
+            Pacing::Steady { .. } => self.first_free_device(),
+        }
+    }
+
+    /// Retires `devices`; when none is left the run cannot go on.
+    pub(super) fn retire(&mut self, devices: &[DeviceId], reason: &str, out: &mut Out) {
+        self.retired.extend(devices.iter().copied());
+        if self.every_device_lost() {
+            self.finish(
+                RunOutcome::Failed,
+                format!("every device of the run was lost: {reason}"),
+                out,
+            );
+        }
+    }
+
+    fn every_device_lost(&self) -> bool {
+        self.config
+            .devices
+            .iter()
+            .all(|device| self.retired.contains(device))
+    }
+
+    /// An evaluation ended because its device is gone: the device is retired and the
+    /// candidate's attempt is evaluated again on a live device (each loss retires a device, so
+    /// this ends). With none left, the candidate fails with the loss as its reason, and the run.
+    pub(super) fn evaluated_on_lost_device(
+        &mut self,
+        id: CandidateId,
+        reason: String,
+        out: &mut Out,
+    ) {
+        let Some(candidate) = self.candidates.get(&id) else {
+            return;
+        };
+        let lost = candidate.device;
+        let source = candidate
+            .source()
+            .cloned()
+            .unwrap_or_else(|| KernelSource::new(""));
+        self.retired.insert(lost);
+        if self.every_device_lost() {
+            let resolution = Resolution::Rejected {
+                source,
+                reason: reason.clone(),
+                judged: false,
+            };
+            self.resolve(id, resolution, out);
+            return self.retire(&[], &reason, out);
+        }
+        let device = self.device_for_moved(id);
+        *self.device_load.entry(device).or_insert(0) += 1;
+        let candidate = self
+            .candidates
+            .get_mut(&id)
+            .expect("the candidate was looked up above");
+        candidate.device = device;
+        out.push(candidate.evaluation(id, source));
+    }
+
+    pub(super) fn is_retired(&self, device: DeviceId) -> bool {
+        self.retired.contains(&device)
+    }
+}

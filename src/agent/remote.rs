@@ -1,0 +1,202 @@
+//! The ports over the agents' links: the head's evaluators and profiler for devices that live
+//! on other nodes. Each call goes to the agent of the device's node and comes back as the
+//! local adapters' results would; a lost link makes every call fail as `DeviceLost`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use actors::model::{DeviceId, Reference, TimeOutcome, VerifyOutcome};
+use actors::ports::{
+    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, KernelProfiler, LocalFuture,
+    ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
+};
+
+use super::link::{AgentLink, Reply};
+use super::wire::{AgentRequest, WireOutcome, WireProfileJob};
+
+/// Which link reaches each device of the run.
+#[derive(Clone)]
+pub struct RemoteDevices {
+    links: BTreeMap<DeviceId, Rc<AgentLink>>,
+}
+
+impl RemoteDevices {
+    pub fn new(links: BTreeMap<DeviceId, Rc<AgentLink>>) -> Self {
+        RemoteDevices { links }
+    }
+
+    fn link(&self, device: DeviceId) -> Result<Rc<AgentLink>, String> {
+        self.links
+            .get(&device)
+            .cloned()
+            .ok_or_else(|| format!("no node agent serves device {device}"))
+    }
+
+    /// The devices that fail with `device` when its agent is lost: its node's (itself
+    /// included).
+    fn on_the_node_of(&self, device: DeviceId) -> Vec<DeviceId> {
+        let Some(link) = self.links.get(&device) else {
+            return vec![device];
+        };
+        self.links
+            .iter()
+            .filter(|(_, other)| Rc::ptr_eq(link, other))
+            .map(|(device, _)| *device)
+            .collect()
+    }
+}
+
+pub struct RemoteEvaluatorFactory(pub RemoteDevices);
+
+impl EvaluatorFactory for RemoteEvaluatorFactory {
+    fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
+        Box::new(RemoteEvaluator {
+            device,
+            link: self.0.link(device),
+            node_devices: self.0.on_the_node_of(device),
+            started: None,
+        })
+    }
+}
+
+/// One device's evaluator, which lives on the device's node, in its agent.
+struct RemoteEvaluator {
+    device: DeviceId,
+    link: Result<Rc<AgentLink>, String>,
+    /// The devices lost with this one when its agent is.
+    node_devices: Vec<DeviceId>,
+    started: Option<serde_json::Value>,
+}
+
+impl RemoteEvaluator {
+    async fn call(
+        &mut self,
+        make: impl FnOnce(u64) -> AgentRequest,
+    ) -> Result<WireOutcome, EvalError> {
+        let lost = |reason| EvalError::DeviceLost {
+            reason,
+            devices: self.node_devices.clone(),
+        };
+        let link = self.link.clone().map_err(lost)?;
+        let Reply { started, outcome } = link.call(make).await.map_err(lost)?;
+        if started.is_some() {
+            self.started = started;
+        }
+        Ok(outcome)
+    }
+}
+
+impl DeviceEvaluator for RemoteEvaluator {
+    fn verify<'a>(
+        &'a mut self,
+        job: &'a EvalJob,
+    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+        Box::pin(async move {
+            let device = self.device;
+            self.call(|id| AgentRequest::Verify {
+                id,
+                device,
+                job: job.into(),
+            })
+            .await?
+            .into_verified()
+        })
+    }
+
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+        Box::pin(async move {
+            let device = self.device;
+            self.call(|id| AgentRequest::Time {
+                id,
+                device,
+                job: job.into(),
+            })
+            .await?
+            .into_timed()?
+            .ok_or_else(|| EvalError::Crashed {
+                reason: "the node agent timed nothing".into(),
+            })
+        })
+    }
+
+    fn time_reference(
+        &mut self,
+        which: Reference,
+        deadline: Duration,
+    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+        Box::pin(async move {
+            let device = self.device;
+            self.call(|id| AgentRequest::TimeReference {
+                id,
+                device,
+                which,
+                deadline_s: deadline.as_secs_f64(),
+            })
+            .await?
+            .into_timed()
+        })
+    }
+
+    fn run_user_test<'a>(
+        &'a mut self,
+        folder: &'a Path,
+        deadline: Duration,
+    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+        Box::pin(async move {
+            let device = self.device;
+            self.call(|id| AgentRequest::UserTest {
+                id,
+                device,
+                folder: folder.to_path_buf(),
+                deadline_s: deadline.as_secs_f64(),
+            })
+            .await?
+            .into_user_test()
+        })
+    }
+
+    fn take_started(&mut self) -> Option<serde_json::Value> {
+        self.started.take()
+    }
+
+    fn shutdown(&mut self) -> LocalFuture<'_, ()> {
+        Box::pin(async move {
+            let device = self.device;
+            if let Ok(outcome) = self
+                .call(|id| AgentRequest::StopDevice { id, device })
+                .await
+                && let Err(reason) = outcome.into_done()
+            {
+                tracing::warn!("device {device}: {reason}");
+            }
+        })
+    }
+}
+
+/// The vendor's profiler, run by the agent of the profiled device's node.
+pub struct RemoteProfiler(pub RemoteDevices);
+
+impl KernelProfiler for RemoteProfiler {
+    fn profile(
+        self: Rc<Self>,
+        job: ProfileJob,
+    ) -> LocalFuture<'static, Result<ProfileSummary, ProfileError>> {
+        Box::pin(async move {
+            let lost = |reason| ProfileError::Failed(format!("device lost: {reason}"));
+            let link = self.0.link(job.device).map_err(lost)?;
+            let device = job.device;
+            let wire = WireProfileJob::from(&job);
+            let reply = link
+                .call(|id| AgentRequest::Profile {
+                    id,
+                    device,
+                    job: wire,
+                })
+                .await
+                .map_err(lost)?;
+            reply.outcome.into_profiled()
+        })
+    }
+}

@@ -10,7 +10,7 @@ use actors::model::{
 use std::path::Path;
 
 use actors::ports::{
-    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, LocalFuture, UserTestOutcome,
+    DeviceEvaluator, EvalFuture, EvalJob, EvaluatorFactory, LocalFuture, UserTestOutcome,
 };
 
 /// The simulated verdict and time of a source: a pure function of its text.
@@ -60,10 +60,7 @@ struct NoopEvaluator {
 }
 
 impl DeviceEvaluator for NoopEvaluator {
-    fn verify<'a>(
-        &'a mut self,
-        job: &'a EvalJob,
-    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+    fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         Box::pin(async move {
             tokio::time::sleep(self.step_time).await;
             let (verdict, _) = simulate(&job.source);
@@ -75,7 +72,7 @@ impl DeviceEvaluator for NoopEvaluator {
         })
     }
 
-    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move {
             tokio::time::sleep(self.step_time).await;
             let (_, median_ms) = simulate(&job.source);
@@ -92,11 +89,7 @@ impl DeviceEvaluator for NoopEvaluator {
         })
     }
 
-    fn time_reference(
-        &mut self,
-        _: Reference,
-        _: Duration,
-    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+    fn time_reference(&mut self, _: Reference, _: Duration) -> EvalFuture<'_, Option<TimeOutcome>> {
         Box::pin(async { Ok(None) })
     }
 
@@ -104,7 +97,7 @@ impl DeviceEvaluator for NoopEvaluator {
         &'a mut self,
         _: &'a Path,
         _: Duration,
-    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
         Box::pin(async { Ok(None) })
     }
 

@@ -227,18 +227,12 @@ impl PreparedPlatform {
                 (Rc::new(NoopEvaluatorFactory { eval_time }), None)
             }
             PreparedPlatform::Gpu(gpu) => {
-                let GpuPlatform {
-                    evaluator,
-                    slots,
-                    profiler,
-                } = *gpu;
-                let profiler = profiler.map(|plan| {
-                    let profiler: Rc<dyn KernelProfiler> =
-                        match plan.build(&evaluator, &slots, watchdog.clone()) {
-                            PlatformProfiler::Nvidia(ncu) => ncu,
-                            PlatformProfiler::Rocm(rocprof) => rocprof,
-                        };
-                    profiler
+                let (profiler, evaluator, slots) = gpu.split(&watchdog);
+                let profiler = profiler.map(|profiler| -> Rc<dyn KernelProfiler> {
+                    match profiler {
+                        PlatformProfiler::Nvidia(ncu) => ncu,
+                        PlatformProfiler::Rocm(rocprof) => rocprof,
+                    }
                 });
                 (
                     Rc::new(PythonEvaluatorFactory::new(evaluator, &slots, watchdog)),
@@ -254,15 +248,24 @@ impl PreparedPlatform {
     pub fn profiler(self, watchdog: WatchdogClient) -> Option<PlatformProfiler> {
         match self {
             PreparedPlatform::Noop { .. } => None,
-            PreparedPlatform::Gpu(gpu) => {
-                let GpuPlatform {
-                    evaluator,
-                    slots,
-                    profiler,
-                } = *gpu;
-                profiler.map(|plan| plan.build(&evaluator, &slots, watchdog))
-            }
+            PreparedPlatform::Gpu(gpu) => gpu.split(&watchdog).0,
         }
+    }
+}
+
+impl GpuPlatform {
+    /// The vendor's profiler (when the strategy profiles), and what the evaluators need.
+    fn split(
+        self,
+        watchdog: &WatchdogClient,
+    ) -> (Option<PlatformProfiler>, EvaluatorSetup, Vec<DeviceSlot>) {
+        let GpuPlatform {
+            evaluator,
+            slots,
+            profiler,
+        } = self;
+        let profiler = profiler.map(|plan| plan.build(&evaluator, &slots, watchdog.clone()));
+        (profiler, evaluator, slots)
     }
 }
 

@@ -18,6 +18,9 @@ pub use crate::model::{RequestKind, TokenUsage};
 
 pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
+/// What a `DeviceEvaluator`'s step answers: its outcome or why there is none.
+pub type EvalFuture<'a, T> = LocalFuture<'a, Result<T, EvalError>>;
+
 /// A candidate handed to a device: its source is already in `folder/kernel.py`, written by the
 /// Collector, and every file the evaluation produces goes under `folder`.
 #[derive(Clone, Debug)]
@@ -53,25 +56,22 @@ pub enum EvalError {
 
 /// One device's evaluator. The GpuWorker owns it and calls it one step at a time.
 pub trait DeviceEvaluator {
-    fn verify<'a>(
-        &'a mut self,
-        job: &'a EvalJob,
-    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>>;
-    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>>;
+    fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome>;
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome>;
     /// Times PyTorch's own implementation by the candidates' method. `None` where the platform
     /// measures nothing (noop): a reference time is never made up.
     fn time_reference(
         &mut self,
         which: Reference,
         deadline: Duration,
-    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>>;
+    ) -> EvalFuture<'_, Option<TimeOutcome>>;
     /// Runs the user's own test.py in `folder` (the best kernel staged there as kernel.py, beside
     /// problem.py and test.py). `None` where the platform runs nothing (noop).
     fn run_user_test<'a>(
         &'a mut self,
         folder: &'a Path,
         deadline: Duration,
-    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>>;
+    ) -> EvalFuture<'a, Option<UserTestOutcome>>;
     /// What a newly started evaluator reported about itself (the device it sees under its pin,
     /// its versions), once per start; None when nothing started since the last call.
     fn take_started(&mut self) -> Option<serde_json::Value>;

@@ -184,10 +184,7 @@ struct FakeEvaluator {
 }
 
 impl DeviceEvaluator for FakeEvaluator {
-    fn verify<'a>(
-        &'a mut self,
-        job: &'a EvalJob,
-    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+    fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         let mut finished = self.milestones.finished.subscribe();
         Box::pin(async move {
             tokio::task::yield_now().await;
@@ -227,7 +224,7 @@ impl DeviceEvaluator for FakeEvaluator {
             })
         })
     }
-    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move {
             let ms = judge(&job.source).1;
             Ok(TimeOutcome {
@@ -245,7 +242,7 @@ impl DeviceEvaluator for FakeEvaluator {
         &mut self,
         which: actors::model::Reference,
         _: Duration,
-    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+    ) -> EvalFuture<'_, Option<TimeOutcome>> {
         let ms = match which {
             actors::model::Reference::Eager => 9.0,
             actors::model::Reference::Compile => 7.0,
@@ -267,7 +264,7 @@ impl DeviceEvaluator for FakeEvaluator {
         &'a mut self,
         _: &'a std::path::Path,
         _: Duration,
-    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
         Box::pin(async { Ok(None) })
     }
     fn take_started(&mut self) -> Option<serde_json::Value> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use actors::model::{DeviceId, Reference, TimeOutcome, VerifyOutcome};
 use actors::ports::{
-    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, KernelProfiler, LocalFuture,
+    DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, KernelProfiler, LocalFuture,
     ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
 };
 
@@ -89,10 +89,7 @@ impl RemoteEvaluator {
 }
 
 impl DeviceEvaluator for RemoteEvaluator {
-    fn verify<'a>(
-        &'a mut self,
-        job: &'a EvalJob,
-    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+    fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         Box::pin(async move {
             let device = self.device;
             self.call(|id| AgentRequest::Verify {
@@ -105,7 +102,7 @@ impl DeviceEvaluator for RemoteEvaluator {
         })
     }
 
-    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move {
             let device = self.device;
             self.call(|id| AgentRequest::Time {
@@ -125,7 +122,7 @@ impl DeviceEvaluator for RemoteEvaluator {
         &mut self,
         which: Reference,
         deadline: Duration,
-    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+    ) -> EvalFuture<'_, Option<TimeOutcome>> {
         Box::pin(async move {
             let device = self.device;
             self.call(|id| AgentRequest::TimeReference {
@@ -143,7 +140,7 @@ impl DeviceEvaluator for RemoteEvaluator {
         &'a mut self,
         folder: &'a Path,
         deadline: Duration,
-    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
         Box::pin(async move {
             let device = self.device;
             self.call(|id| AgentRequest::UserTest {

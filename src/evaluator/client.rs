@@ -12,7 +12,8 @@ use actors::model::{
     DeviceId, Provenance, Reference, TAMPERED, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
 use actors::ports::{
-    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, GroupId, LocalFuture, UserTestOutcome,
+    DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, GroupId, LocalFuture,
+    UserTestOutcome,
 };
 use actors::watchdog::WatchdogClient;
 
@@ -106,22 +107,15 @@ impl Unpinned {
 }
 
 impl DeviceEvaluator for Unpinned {
-    fn verify<'a>(
-        &'a mut self,
-        _: &'a EvalJob,
-    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+    fn verify<'a>(&'a mut self, _: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         Box::pin(async move { self.refusal() })
     }
 
-    fn time<'a>(&'a mut self, _: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+    fn time<'a>(&'a mut self, _: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move { self.refusal() })
     }
 
-    fn time_reference(
-        &mut self,
-        _: Reference,
-        _: Duration,
-    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+    fn time_reference(&mut self, _: Reference, _: Duration) -> EvalFuture<'_, Option<TimeOutcome>> {
         Box::pin(async move { self.refusal() })
     }
 
@@ -129,7 +123,7 @@ impl DeviceEvaluator for Unpinned {
         &'a mut self,
         _: &'a Path,
         _: Duration,
-    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
         Box::pin(async move { self.refusal() })
     }
 
@@ -404,10 +398,7 @@ impl PythonEvaluator {
 }
 
 impl DeviceEvaluator for PythonEvaluator {
-    fn verify<'a>(
-        &'a mut self,
-        job: &'a EvalJob,
-    ) -> LocalFuture<'a, Result<VerifyOutcome, EvalError>> {
+    fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         Box::pin(async move {
             let candidate = job.folder.join("kernel.py");
             let cache_dir = self.slot.triton_cache_of(&job.folder);
@@ -455,7 +446,7 @@ impl DeviceEvaluator for PythonEvaluator {
         })
     }
 
-    fn time<'a>(&'a mut self, job: &'a EvalJob) -> LocalFuture<'a, Result<TimeOutcome, EvalError>> {
+    fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move {
             let candidate = job.folder.join("kernel.py");
             let cache_dir = Some(self.slot.triton_cache_of(&job.folder));
@@ -478,7 +469,7 @@ impl DeviceEvaluator for PythonEvaluator {
         &mut self,
         which: Reference,
         deadline: Duration,
-    ) -> LocalFuture<'_, Result<Option<TimeOutcome>, EvalError>> {
+    ) -> EvalFuture<'_, Option<TimeOutcome>> {
         Box::pin(async move {
             let which = match which {
                 Reference::Eager => ReferenceKind::Eager,
@@ -502,7 +493,7 @@ impl DeviceEvaluator for PythonEvaluator {
         &'a mut self,
         folder: &'a Path,
         deadline: Duration,
-    ) -> LocalFuture<'a, Result<Option<UserTestOutcome>, EvalError>> {
+    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
         Box::pin(async move {
             let log = folder.join("test.log");
             let spec = ChildSpec {

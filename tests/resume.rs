@@ -784,6 +784,16 @@ fn a_candidate_in_flight_at_two_deaths_in_a_row_fails_and_one_only_queued_is_eva
 const WAITING: &str =
     "platform: noop\nprovider: replay\nnoop_eval_s: 0.02\nreplay_latency_s: 60\nmax_rounds: 1\n";
 
+/// A resume of `run` while process `holder` holds it exits 2 and names the holder.
+fn assert_resume_refused_while_held(workspace: &Workspace, run: &Path, holder: u32) {
+    let refused = workspace.resume(run);
+    assert_exit(&refused, 2);
+    assert_says(
+        &refused,
+        &format!("is in use by another kactors process (pid {holder})"),
+    );
+}
+
 #[test]
 fn a_run_directory_held_by_a_live_process_is_not_resumed() {
     let workspace = Workspace::new(WAITING);
@@ -795,30 +805,14 @@ fn a_run_directory_held_by_a_live_process_is_not_resumed() {
             .next()
             .map(|_| ())
     });
-    let refused = workspace.resume(&run);
-    assert_exit(&refused, 2);
-    assert_says(
-        &refused,
-        &format!(
-            "is in use by another kactors process (pid {})",
-            running.pid()
-        ),
-    );
+    assert_resume_refused_while_held(&workspace, &run, running.pid());
     running.kill_and_wait();
 
     let resuming = Running::background(workspace.resume_command(&run));
     wait_for("the resume", || {
         (!Journal::peek(&run).resumes().is_empty()).then_some(())
     });
-    let refused = workspace.resume(&run);
-    assert_exit(&refused, 2);
-    assert_says(
-        &refused,
-        &format!(
-            "is in use by another kactors process (pid {})",
-            resuming.pid()
-        ),
-    );
+    assert_resume_refused_while_held(&workspace, &run, resuming.pid());
     assert_eq!(
         Journal::peek(&run).resumes().len(),
         1,

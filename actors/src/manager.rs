@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use devices::Evaluation;
 use llm::Asked;
 use std::rc::Rc;
 use std::time::Duration;
@@ -29,7 +28,7 @@ use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
-use crate::search_state::{Decision, SearchConfig, SearchState};
+use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
 use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 
 pub use crate::search_state::RECENT_LESSONS;
@@ -149,13 +148,19 @@ impl Drop for DeathNotice {
     }
 }
 
+/// The actors the Manager hands work to: the device workers (a restarted one replaces its
+/// predecessor here), the LLM broker and the Collector.
+pub struct ManagerPeers {
+    pub workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
+    pub broker: Addr<LlmBroker>,
+    pub collector: Addr<Collector>,
+}
+
 pub struct Manager {
     settings: ManagerSettings,
     state: SearchState,
     supervisor: SupervisorLink,
-    workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
-    broker: Addr<LlmBroker>,
-    collector: Addr<Collector>,
+    peers: ManagerPeers,
     prompts: Rc<dyn PromptBuilder>,
     /// The run's end, held until the finale is over and no reply is outstanding.
     done: Option<RunDone>,
@@ -177,9 +182,7 @@ impl Manager {
     pub fn new(
         settings: ManagerSettings,
         supervisor: SupervisorLink,
-        workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
-        broker: Addr<LlmBroker>,
-        collector: Addr<Collector>,
+        peers: ManagerPeers,
         prompts: Rc<dyn PromptBuilder>,
         clock: Arc<dyn Clock>,
     ) -> Self {
@@ -192,9 +195,7 @@ impl Manager {
             settings,
             state,
             supervisor,
-            workers,
-            broker,
-            collector,
+            peers,
             prompts,
             done: None,
             finale_running: false,
@@ -209,7 +210,7 @@ impl Manager {
     }
 
     fn record(&self, event: Event) {
-        self.collector.do_send(Record(event));
+        self.peers.collector.do_send(Record(event));
     }
 
     /// Journals an input, applies it, and carries out what the search decides; an input a
@@ -234,24 +235,7 @@ impl Manager {
     fn carry_out(&mut self, decision: Decision, ctx: &mut Context<Self>) -> Option<Event> {
         match decision {
             Decision::Record(event) => self.record(event),
-            Decision::Evaluate {
-                candidate,
-                parent,
-                round,
-                device,
-                attempt,
-                source,
-            } => self.evaluate(
-                Evaluation {
-                    candidate,
-                    parent,
-                    round,
-                    device,
-                    attempt,
-                    source,
-                },
-                ctx,
-            ),
+            Decision::Evaluate(evaluation) => self.evaluate(evaluation, ctx),
             Decision::Profile {
                 parent,
                 device,
@@ -315,13 +299,13 @@ impl Manager {
                 return self.ask(self.prompts.reflexion(&context), asked, ctx);
             }
             Decision::TimeReferences { device } => self.time_references(device, ctx),
-            Decision::BestChanged(kernel) => self.collector.do_send(BestChanged {
+            Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged {
                 candidate: kernel.id,
                 time_ms: kernel.time_ms,
                 source: kernel.source.text().to_string(),
             }),
             Decision::RemoveCaches { candidate } => {
-                self.collector.do_send(RemoveCaches { candidate })
+                self.peers.collector.do_send(RemoveCaches { candidate })
             }
             Decision::Finish {
                 outcome,

@@ -37,7 +37,7 @@ use crate::ports::{
 };
 use crate::search::{Beam, Pacing, SearchSettings};
 
-use candidates::{Evaluation, ProposalReply};
+use candidates::{EvaluationResult, ProposalReply};
 use pace::Pace;
 use pacing::Pacer;
 use requests::Requests;
@@ -67,20 +67,24 @@ pub struct SearchConfig {
     pub reflexions_in_flight: usize,
 }
 
+/// An attempt of a candidate to verify and time on its device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    pub candidate: CandidateId,
+    pub parent: Option<CandidateId>,
+    pub round: u32,
+    pub device: DeviceId,
+    pub attempt: u32,
+    pub source: KernelSource,
+}
+
 /// What the Manager is to do. Requests carry the context their prompt is rendered from, as the
 /// state was when it decided.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
     /// Journal a record the state derived (it changes nothing when applied).
     Record(Event),
-    Evaluate {
-        candidate: CandidateId,
-        parent: Option<CandidateId>,
-        round: u32,
-        device: DeviceId,
-        attempt: u32,
-        source: KernelSource,
-    },
+    Evaluate(Evaluation),
     Profile {
         parent: RankedKernel,
         device: DeviceId,
@@ -185,14 +189,14 @@ impl Candidate {
 
     /// The decision to evaluate its current attempt's `source`.
     fn evaluation(&self, id: CandidateId, source: KernelSource) -> Decision {
-        Decision::Evaluate {
+        Decision::Evaluate(Evaluation {
             candidate: id,
             parent: self.parent,
             round: self.round,
             device: self.device,
             attempt: self.attempt,
             source,
-        }
+        })
     }
 }
 
@@ -443,7 +447,7 @@ impl SearchState {
                 ) {
                     core.pace.evaluation(*seconds);
                 }
-                let result = Evaluation {
+                let result = EvaluationResult {
                     attempt: *attempt,
                     outcome: *outcome,
                     time_ms: *time_ms,

@@ -19,7 +19,9 @@ use crate::collector::{Collector, FinishRun, Record, RecordsFailed, Seed};
 use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::{CloseBroker, LlmBroker};
-use crate::manager::{Manager, ManagerSettings, Resume, ResumeRun, StartRun, Stop, StopRun};
+use crate::manager::{
+    Manager, ManagerPeers, ManagerSettings, Resume, ResumeRun, StartRun, Stop, StopRun,
+};
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{
     Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
@@ -186,12 +188,15 @@ impl Actor for Supervisor {
             died: me.clone().recipient(),
             records_failed: me.recipient(),
         };
+        let peers = ManagerPeers {
+            workers: self.workers.clone(),
+            broker,
+            collector,
+        };
         let manager = Manager::new(
             self.plan.manager.clone(),
             supervisor,
-            self.workers.clone(),
-            broker,
-            collector,
+            peers,
             ports.prompts,
             clock,
         )

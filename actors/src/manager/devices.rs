@@ -7,22 +7,12 @@ use actix::prelude::*;
 use crate::collector::PrepareCandidate;
 use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
-use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel, Verdict};
+use crate::model::{DeviceId, RankedKernel, Verdict};
 use crate::ports::{EvalError, EvalJob, ProfileError, ProfileJob};
+use crate::search_state::Evaluation;
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
-
-/// An evaluation the Manager handed to a device.
-#[derive(Clone, Debug)]
-pub(super) struct Evaluation {
-    pub(super) candidate: CandidateId,
-    pub(super) parent: Option<CandidateId>,
-    pub(super) round: u32,
-    pub(super) device: DeviceId,
-    pub(super) attempt: u32,
-    pub(super) source: KernelSource,
-}
 
 impl Manager {
     /// Writes a candidate's code into its folder, then hands it to its device.
@@ -40,8 +30,8 @@ impl Manager {
         }
         self.dispatched_at
             .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
-        let collector = self.collector.clone();
-        let worker = self.workers[&evaluation.device].clone();
+        let collector = self.peers.collector.clone();
+        let worker = self.peers.workers[&evaluation.device].clone();
         let deadline = self.settings.step_deadline;
         let job_of = evaluation.clone();
         let work = async move {
@@ -118,7 +108,7 @@ impl Manager {
         ctx.spawn(restart.into_actor(self).map(move |answer, manager, ctx| {
             let outcome = match answer {
                 Ok(Ok(worker)) => {
-                    manager.workers.insert(evaluation.device, worker);
+                    manager.peers.workers.insert(evaluation.device, worker);
                     Err((
                         EvaluationOutcome::WorkerDied,
                         "the worker died and was restarted".to_string(),
@@ -139,8 +129,8 @@ impl Manager {
         round: u32,
         ctx: &mut Context<Self>,
     ) {
-        let worker = self.workers[&device].clone();
-        let collector = self.collector.clone();
+        let worker = self.peers.workers[&device].clone();
+        let collector = self.peers.collector.clone();
         let candidate = parent.id;
         let work = async move {
             let folder = collector
@@ -199,7 +189,7 @@ impl Manager {
     /// for; prompts carry the times once they are known.
     pub(super) fn time_references(&mut self, device: DeviceId, ctx: &mut Context<Self>) {
         // torch.compile's first call compiles: allow it several steps' time.
-        let times = self.workers[&device].send(TimeReferences {
+        let times = self.peers.workers[&device].send(TimeReferences {
             deadline: self.settings.step_deadline * 4,
         });
         let me = ctx.address();

@@ -58,8 +58,8 @@ impl Manager {
             profile_best: self.state.profiling() && !self.state.has_profile(best.id),
             best,
             device,
-            worker: self.workers[&device].clone(),
-            collector: self.collector.clone(),
+            worker: self.peers.workers[&device].clone(),
+            collector: self.peers.collector.clone(),
             deadline: self.settings.step_deadline,
             final_files: self.settings.final_files.clone(),
         };

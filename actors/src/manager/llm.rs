@@ -107,7 +107,7 @@ impl Manager {
             ctx.address().do_send(Input::Replied(asked, Ok(reply)));
             return None;
         }
-        let answer = self.broker.send(Propose(LlmRequest {
+        let answer = self.peers.broker.send(Propose(LlmRequest {
             request_id,
             kind,
             candidate,
@@ -147,7 +147,7 @@ impl Manager {
         };
         let latency_s = self.seconds_since_asked(asked.request_id());
         let (folder, prompt_name, reply_name) = asked.files();
-        let keep = self.collector.send(KeepReply {
+        let keep = self.peers.collector.send(KeepReply {
             candidate: folder,
             prompt: (prompt_name, asked.prompt().to_string()),
             reply: (reply_name, reply.text.clone()),

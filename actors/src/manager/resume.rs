@@ -68,7 +68,7 @@ impl Handler<ResumeRun> for Manager {
         }
         self.record(resumed);
         if let Some(best) = self.state.best_verified() {
-            self.collector.do_send(BestChanged {
+            self.peers.collector.do_send(BestChanged {
                 candidate: best.id,
                 time_ms: best.time_ms,
                 source: best.source.text().to_string(),

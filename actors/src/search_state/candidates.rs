@@ -20,7 +20,7 @@ pub(super) struct ProposalReply {
 }
 
 /// An evaluation attempt's end, as its record says.
-pub(super) struct Evaluation {
+pub(super) struct EvaluationResult {
     pub(super) attempt: u32,
     pub(super) outcome: EvaluationOutcome,
     pub(super) time_ms: Option<f64>,
@@ -199,7 +199,7 @@ impl Core {
         out.push(candidate.evaluation(id, code));
     }
 
-    pub(super) fn evaluated(&mut self, id: CandidateId, result: Evaluation, out: &mut Out) {
+    pub(super) fn evaluated(&mut self, id: CandidateId, result: EvaluationResult, out: &mut Out) {
         let Some(candidate) = self.candidates.get_mut(&id) else {
             return;
         };
@@ -227,14 +227,7 @@ impl Core {
             EvaluationOutcome::WorkerDied if !candidate.worker_died => {
                 candidate.worker_died = true;
                 *self.device_load.entry(candidate.device).or_insert(0) += 1;
-                out.push(Decision::Evaluate {
-                    candidate: id,
-                    parent: candidate.parent,
-                    round: candidate.round,
-                    device: candidate.device,
-                    attempt: candidate.attempt,
-                    source,
-                });
+                out.push(candidate.evaluation(id, source));
                 return;
             }
             EvaluationOutcome::DeviceLost => {

@@ -162,13 +162,13 @@ fn describe(decision: &Decision) -> String {
             } => format!("refine {candidate}, attempt {attempt}: {error}"),
             other => format!("record {other:?}"),
         },
-        Decision::Evaluate {
+        Decision::Evaluate(Evaluation {
             candidate,
             device,
             attempt,
             source,
             ..
-        } => format!(
+        }) => format!(
             "evaluate {candidate} on {device}, attempt {attempt}: {}",
             source.text()
         ),

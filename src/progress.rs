@@ -198,18 +198,14 @@ pub fn plain_line(event: &Event) -> Option<String> {
         Event::WorkerRestarted { device, restarts } => {
             format!("[device {device}] worker restarted ({restarts} so far)")
         }
-        Event::RoundFinished {
-            round,
-            verified,
-            proposed,
-            best_candidate,
-            best_ms,
-            ..
-        } => {
-            format!(
-                "round {round} done: {verified}/{proposed} verified; best so far {best_ms:.4} ms (candidate {best_candidate})"
-            )
-        }
+        Event::RoundFinished(summary) => format!(
+            "round {} done: {}/{} verified; best so far {:.4} ms (candidate {})",
+            summary.round,
+            summary.verified,
+            summary.proposed,
+            summary.best_ms,
+            summary.best_candidate
+        ),
         Event::Interrupted { signal } => format!("interrupted by {signal}: stopping"),
         // `run` itself ends with a line that says how the run ended and why.
         _ => return None,

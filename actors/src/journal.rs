@@ -165,6 +165,20 @@ pub struct ReplyFile {
     pub sha256: String,
 }
 
+/// A round's end: its counts, its failures in brief and the best kernel so far
+/// (`round_finished`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RoundSummary {
+    pub round: u32,
+    pub proposed: u32,
+    pub verified: u32,
+    pub failed: u32,
+    pub duplicates: u32,
+    pub failures: Vec<String>,
+    pub best_candidate: CandidateId,
+    pub best_ms: f64,
+}
+
 /// The journal's records. Those the Manager writes are the search's inputs and decisions: the
 /// search's state is the fold of the journal (`SearchState::apply`), the same code the live run
 /// uses. Fields added by version 2 default to absent when a version 1 journal is read.
@@ -448,16 +462,7 @@ pub enum Event {
         round: u32,
         beam: Vec<BeamMember>,
     },
-    RoundFinished {
-        round: u32,
-        proposed: u32,
-        verified: u32,
-        failed: u32,
-        duplicates: u32,
-        failures: Vec<String>,
-        best_candidate: CandidateId,
-        best_ms: f64,
-    },
+    RoundFinished(RoundSummary),
     Interrupted {
         signal: String,
     },

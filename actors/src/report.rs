@@ -18,19 +18,8 @@ use std::time::SystemTime;
 pub use headline::Headline;
 use markdown::table_cell;
 
-use crate::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step};
+use crate::journal::{EvaluationOutcome, Event, JournalRecord, RoundSummary, RunOutcome, Step};
 use crate::model::{CandidateId, DeviceId, Reference, is_tampering};
-
-#[derive(Clone, Debug, Default)]
-struct RoundRow {
-    proposed: u32,
-    verified: u32,
-    failed: u32,
-    duplicates: u32,
-    failures: Vec<String>,
-    best_candidate: Option<CandidateId>,
-    best_ms: Option<f64>,
-}
 
 /// What the finale timed: a kernel or one of PyTorch's references.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -162,7 +151,7 @@ pub struct RunSummary {
     /// Each verified candidate's event-timed median, and the device time its profile measured.
     event_times: BTreeMap<CandidateId, f64>,
     profile_times: BTreeMap<CandidateId, f64>,
-    rounds: BTreeMap<u32, RoundRow>,
+    rounds: BTreeMap<u32, RoundSummary>,
     devices: BTreeMap<DeviceId, DeviceTime>,
     /// Every candidate with a `candidate_finished` record, and the outcome of each candidate's
     /// latest evaluation attempt (what its failure is marked by).
@@ -304,29 +293,9 @@ impl RunSummary {
             } if is_tampering(reason) => {
                 self.tampering.push(*candidate);
             }
-            Event::RoundFinished {
-                round,
-                proposed,
-                verified,
-                failed,
-                duplicates,
-                failures,
-                best_candidate,
-                best_ms,
-            } => {
-                self.rounds.insert(
-                    *round,
-                    RoundRow {
-                        proposed: *proposed,
-                        verified: *verified,
-                        failed: *failed,
-                        duplicates: *duplicates,
-                        failures: failures.clone(),
-                        best_candidate: Some(*best_candidate),
-                        best_ms: Some(*best_ms),
-                    },
-                );
-                self.best = Some((*best_candidate, *best_ms));
+            Event::RoundFinished(summary) => {
+                self.rounds.insert(summary.round, summary.clone());
+                self.best = Some((summary.best_candidate, summary.best_ms));
             }
             Event::DevicesLost { devices, reason } => {
                 let after = self

@@ -1563,7 +1563,7 @@ fn the_round_does_not_wait_for_reflexions() {
     assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
     let position = |wanted: &dyn Fn(&Event) -> bool| events.iter().position(wanted);
     let first_round_finished =
-        position(&|e| matches!(e, Event::RoundFinished { round: 1, .. })).unwrap();
+        position(&|e| matches!(e, Event::RoundFinished(summary) if summary.round == 1)).unwrap();
     let first_reflexion_requested = position(&|e| {
         matches!(
             e,
@@ -1647,7 +1647,7 @@ fn a_steady_search_keeps_max_inflight_proposals_asked_for() {
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::RoundFinished { round, .. } => Some(*round),
+            Event::RoundFinished(summary) => Some(summary.round),
             _ => None,
         })
         .collect();

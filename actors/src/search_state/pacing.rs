@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::journal::{BeamMember, Event, RunOutcome};
+use crate::journal::{BeamMember, Event, RoundSummary, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::search::{Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
 
@@ -178,7 +178,7 @@ fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
             })
             .collect(),
     }));
-    out.push(Decision::Record(Event::RoundFinished {
+    out.push(Decision::Record(Event::RoundFinished(RoundSummary {
         round: round.number,
         proposed: round.proposed,
         verified: round.verified,
@@ -187,7 +187,7 @@ fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
         failures: round.failures.clone(),
         best_candidate: best.id,
         best_ms: best.time_ms,
-    }));
+    })));
 }
 
 /// Why the search stops now, if it does: the provider ran dry, the budget is spent, or greedy's

@@ -141,15 +141,13 @@ fn describe(decision: &Decision) -> String {
                 "beam after round {round}: {:?}",
                 beam.iter().map(|m| m.candidate.0).collect::<Vec<_>>()
             ),
-            Event::RoundFinished {
-                round,
-                proposed,
-                verified,
-                failed,
-                duplicates,
-                ..
-            } => format!(
-                "round {round} done: {proposed} proposed, {verified} verified, {failed} failed, {duplicates} duplicates"
+            Event::RoundFinished(summary) => format!(
+                "round {} done: {} proposed, {} verified, {} failed, {} duplicates",
+                summary.round,
+                summary.proposed,
+                summary.verified,
+                summary.failed,
+                summary.duplicates
             ),
             Event::ProposalRequested { request_id, .. } => format!("journal request {request_id}"),
             Event::AnalysisRequested { request_id, .. } => format!("journal request {request_id}"),

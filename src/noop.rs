@@ -10,7 +10,8 @@ use actors::model::{
 use std::path::Path;
 
 use actors::ports::{
-    DeviceEvaluator, EvalFuture, EvalJob, EvaluatorFactory, LocalFuture, UserTestOutcome,
+    DeviceEvaluator, EvalFuture, EvalJob, EvaluatorFactory, LocalFuture, ReferenceTiming,
+    UserTestRun,
 };
 
 /// The simulated verdict and time of a source: a pure function of its text.
@@ -89,15 +90,11 @@ impl DeviceEvaluator for NoopEvaluator {
         })
     }
 
-    fn time_reference(&mut self, _: Reference, _: Duration) -> EvalFuture<'_, Option<TimeOutcome>> {
+    fn time_reference(&mut self, _: Reference, _: Duration) -> ReferenceTiming<'_> {
         Box::pin(async { Ok(None) })
     }
 
-    fn run_user_test<'a>(
-        &'a mut self,
-        _: &'a Path,
-        _: Duration,
-    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
+    fn run_user_test<'a>(&'a mut self, _: &'a Path, _: Duration) -> UserTestRun<'a> {
         Box::pin(async { Ok(None) })
     }
 

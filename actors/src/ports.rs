@@ -20,6 +20,10 @@ pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
 /// What a `DeviceEvaluator`'s step answers: its outcome or why there is none.
 pub type EvalFuture<'a, T> = LocalFuture<'a, Result<T, EvalError>>;
+/// What `DeviceEvaluator::time_reference` answers: `None` where the platform measures nothing.
+pub type ReferenceTiming<'a> = EvalFuture<'a, Option<TimeOutcome>>;
+/// What `DeviceEvaluator::run_user_test` answers: `None` where the platform runs nothing.
+pub type UserTestRun<'a> = EvalFuture<'a, Option<UserTestOutcome>>;
 
 /// A candidate handed to a device: its source is already in `folder/kernel.py`, written by the
 /// Collector, and every file the evaluation produces goes under `folder`.
@@ -60,18 +64,10 @@ pub trait DeviceEvaluator {
     fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome>;
     /// Times PyTorch's own implementation by the candidates' method. `None` where the platform
     /// measures nothing (noop): a reference time is never made up.
-    fn time_reference(
-        &mut self,
-        which: Reference,
-        deadline: Duration,
-    ) -> EvalFuture<'_, Option<TimeOutcome>>;
+    fn time_reference(&mut self, which: Reference, deadline: Duration) -> ReferenceTiming<'_>;
     /// Runs the user's own test.py in `folder` (the best kernel staged there as kernel.py, beside
     /// problem.py and test.py). `None` where the platform runs nothing (noop).
-    fn run_user_test<'a>(
-        &'a mut self,
-        folder: &'a Path,
-        deadline: Duration,
-    ) -> EvalFuture<'a, Option<UserTestOutcome>>;
+    fn run_user_test<'a>(&'a mut self, folder: &'a Path, deadline: Duration) -> UserTestRun<'a>;
     /// What a newly started evaluator reported about itself (the device it sees under its pin,
     /// its versions), once per start; None when nothing started since the last call.
     fn take_started(&mut self) -> Option<serde_json::Value>;

@@ -242,7 +242,7 @@ impl DeviceEvaluator for FakeEvaluator {
         &mut self,
         which: actors::model::Reference,
         _: Duration,
-    ) -> EvalFuture<'_, Option<TimeOutcome>> {
+    ) -> ReferenceTiming<'_> {
         let ms = match which {
             actors::model::Reference::Eager => 9.0,
             actors::model::Reference::Compile => 7.0,
@@ -260,11 +260,7 @@ impl DeviceEvaluator for FakeEvaluator {
         })
     }
 
-    fn run_user_test<'a>(
-        &'a mut self,
-        _: &'a std::path::Path,
-        _: Duration,
-    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
+    fn run_user_test<'a>(&'a mut self, _: &'a std::path::Path, _: Duration) -> UserTestRun<'a> {
         Box::pin(async { Ok(None) })
     }
     fn take_started(&mut self) -> Option<serde_json::Value> {

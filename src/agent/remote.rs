@@ -10,7 +10,7 @@ use std::time::Duration;
 use actors::model::{DeviceId, Reference, TimeOutcome, VerifyOutcome};
 use actors::ports::{
     DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, KernelProfiler, LocalFuture,
-    ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
+    ProfileError, ProfileJob, ProfileSummary, ReferenceTiming, UserTestRun,
 };
 
 use super::link::{AgentLink, Reply};
@@ -118,11 +118,7 @@ impl DeviceEvaluator for RemoteEvaluator {
         })
     }
 
-    fn time_reference(
-        &mut self,
-        which: Reference,
-        deadline: Duration,
-    ) -> EvalFuture<'_, Option<TimeOutcome>> {
+    fn time_reference(&mut self, which: Reference, deadline: Duration) -> ReferenceTiming<'_> {
         Box::pin(async move {
             let device = self.device;
             self.call(|id| AgentRequest::TimeReference {
@@ -136,11 +132,7 @@ impl DeviceEvaluator for RemoteEvaluator {
         })
     }
 
-    fn run_user_test<'a>(
-        &'a mut self,
-        folder: &'a Path,
-        deadline: Duration,
-    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
+    fn run_user_test<'a>(&'a mut self, folder: &'a Path, deadline: Duration) -> UserTestRun<'a> {
         Box::pin(async move {
             let device = self.device;
             self.call(|id| AgentRequest::UserTest {

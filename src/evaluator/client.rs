@@ -13,7 +13,7 @@ use actors::model::{
 };
 use actors::ports::{
     DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, GroupId, LocalFuture,
-    UserTestOutcome,
+    ReferenceTiming, UserTestOutcome, UserTestRun,
 };
 use actors::watchdog::WatchdogClient;
 
@@ -115,15 +115,11 @@ impl DeviceEvaluator for Unpinned {
         Box::pin(async move { self.refusal() })
     }
 
-    fn time_reference(&mut self, _: Reference, _: Duration) -> EvalFuture<'_, Option<TimeOutcome>> {
+    fn time_reference(&mut self, _: Reference, _: Duration) -> ReferenceTiming<'_> {
         Box::pin(async move { self.refusal() })
     }
 
-    fn run_user_test<'a>(
-        &'a mut self,
-        _: &'a Path,
-        _: Duration,
-    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
+    fn run_user_test<'a>(&'a mut self, _: &'a Path, _: Duration) -> UserTestRun<'a> {
         Box::pin(async move { self.refusal() })
     }
 
@@ -465,11 +461,7 @@ impl DeviceEvaluator for PythonEvaluator {
         })
     }
 
-    fn time_reference(
-        &mut self,
-        which: Reference,
-        deadline: Duration,
-    ) -> EvalFuture<'_, Option<TimeOutcome>> {
+    fn time_reference(&mut self, which: Reference, deadline: Duration) -> ReferenceTiming<'_> {
         Box::pin(async move {
             let which = match which {
                 Reference::Eager => ReferenceKind::Eager,
@@ -489,11 +481,7 @@ impl DeviceEvaluator for PythonEvaluator {
         })
     }
 
-    fn run_user_test<'a>(
-        &'a mut self,
-        folder: &'a Path,
-        deadline: Duration,
-    ) -> EvalFuture<'a, Option<UserTestOutcome>> {
+    fn run_user_test<'a>(&'a mut self, folder: &'a Path, deadline: Duration) -> UserTestRun<'a> {
         Box::pin(async move {
             let log = folder.join("test.log");
             let spec = ChildSpec {

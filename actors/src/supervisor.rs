@@ -185,6 +185,7 @@ impl Actor for Supervisor {
             restart: me.clone().recipient(),
             died: me.clone().recipient(),
             records_failed: me.recipient(),
+            evaluators: self.factory.clone().expect("the ports come first"),
         };
         let manager = Manager::new(
             self.plan.manager.clone(),

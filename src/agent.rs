@@ -14,4 +14,5 @@ pub mod launch;
 pub mod link;
 pub mod node;
 pub mod remote;
+pub mod restart;
 pub mod wire;

@@ -15,6 +15,7 @@ use std::io::Write;
 use std::time::SystemTime;
 
 use actors::journal::{Event, JournalRecord, Step};
+use actors::model::DeviceId;
 use actors::ports::{Clock, ProgressSink};
 
 pub struct SystemClock;
@@ -186,12 +187,28 @@ pub fn plain_line(event: &Event) -> Option<String> {
             format!("[device {device}] candidate {candidate} failed: {reason}")
         }
         Event::DevicesLost { devices, reason } => {
-            let devices: Vec<String> = devices.iter().map(ToString::to_string).collect();
             format!(
                 "[device {}] lost, retired from the run: {reason}",
-                devices.join(", ")
+                device_list(devices)
             )
         }
+        Event::AgentRestarting {
+            node,
+            devices,
+            reason,
+        } => format!(
+            "[device {}] node {node}'s agent lost, starting it again: {reason}",
+            device_list(devices)
+        ),
+        Event::AgentRestarted {
+            node,
+            devices,
+            restarts,
+            step,
+        } => format!(
+            "[device {}] node {node}'s agent serves again as step {step} (restart {restarts})",
+            device_list(devices)
+        ),
         Event::WorkerDied { device, reason, .. } => {
             format!("[device {device}] worker died: {reason}")
         }
@@ -218,6 +235,11 @@ impl<W: Write + Send> ProgressSink for PlainProgress<W> {
             self.stderr.line(&line);
         }
     }
+}
+
+fn device_list(devices: &[DeviceId]) -> String {
+    let devices: Vec<String> = devices.iter().map(ToString::to_string).collect();
+    devices.join(", ")
 }
 
 #[cfg(test)]

@@ -213,8 +213,8 @@ fn a_hung_evaluator_on_node_2_is_ended_within_its_deadline_plus_grace() {
 }
 
 /// Issue 14: an agent that stops answering (SIGSTOP: alive, deaf) is cancelled through
-/// scancel, TERM then KILL; its node's devices fail what they had as lost, and the run goes
-/// on with the other node.
+/// scancel, TERM then KILL; its node's devices fail what they had as lost (it runs again on
+/// node 1), and its node's agent is started again.
 #[test]
 #[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
 fn an_agent_that_stops_answering_is_cancelled_through_scancel() {
@@ -265,6 +265,13 @@ fn an_agent_that_stops_answering_is_cancelled_through_scancel() {
         lost.contains("device lost: the agent of node n2 stopped answering")
             && lost.contains(&format!("its step {step} was cancelled with scancel")),
         "{lost}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["type"] == "agent_restarted" && r["node"] == "n2" && r["step"] != *step),
+        "node 2's agent was not started again: {}",
+        run.stderr()
     );
     for on_node_1 in [1, 2, 3, 8] {
         assert_eq!(
@@ -322,9 +329,45 @@ fn processes_of_both_nodes(dir: &std::path::Path) -> Vec<support::slurm_run::Pro
     support::slurm_run::processes_mentioning(dir)
 }
 
+/// `srun` as the tests' PATH finds it, wrapped so that only the first step on node 2 starts: a
+/// later one fails as srun does for a node that is down.
+fn srun_starting_node_2_once(bin: &std::path::Path) {
+    support::write_executable(
+        &bin.join("srun"),
+        &format!(
+            r#"#!/bin/sh
+for arg in "$@"; do
+  if [ "$arg" = --nodelist=n2 ]; then
+    if [ -e "{started}" ]; then
+      echo "srun: error: Unable to create step for job: Required node not available (down, drained or reserved)" >&2
+      exit 1
+    fi
+    touch "{started}"
+  fi
+done
+exec '{real}' "$@"
+"#,
+            started = bin.join("n2-started").display(),
+            real = real_srun().display()
+        ),
+    );
+}
+
+/// The srun on the tests' PATH.
+fn real_srun() -> std::path::PathBuf {
+    std::env::var_os("PATH")
+        .and_then(|path| {
+            std::env::split_paths(&path)
+                .map(|dir| dir.join("srun"))
+                .find(|srun| srun.is_file())
+        })
+        .expect("srun is on PATH")
+}
+
 /// One round of eight on both nodes: candidates 4 to 7 run on node 2 and take `sleep_s` each,
 /// the others pass at once on node 1. Node 2 dies (its agent step's slurmstepd and every process
-/// of the step killed) once its four are in flight; answers the run, ended as planned.
+/// of the step killed) once its four are in flight, and stays down (srun can start no step on
+/// it again); answers the run, ended as planned.
 fn kill_node_2_mid_run(allocation: &Allocation, sleep_s: u32) -> SlurmRun {
     let candidates: Vec<(String, String)> = (1..=8)
         .map(|i| {
@@ -344,6 +387,7 @@ fn kill_node_2_mid_run(allocation: &Allocation, sleep_s: u32) -> SlurmRun {
         &candidates,
         &format!("test_timeout_s: 60\nagent_timeout_s: 2\n{ONE_ROUND_OF_EIGHT}"),
     );
+    srun_starting_node_2_once(&run.root().join("bin"));
     let mut kactors = run.spawn(&allocation.job);
     for candidate in ON_NODE_2 {
         run.wait_for_record(Duration::from_secs(60), |r| {
@@ -387,8 +431,9 @@ fn a_node_killed_mid_run_costs_only_its_in_flight_candidates() {
 }
 
 /// Issue 14: the candidates a dead node had in flight run again on a live device, in rounds
-/// candidate i on live device i mod (live devices); node 2's devices are journaled as lost once
-/// and the report says which and when.
+/// candidate i on live device i mod (live devices); node 2's agent cannot be started again, so
+/// its devices are journaled as lost once, after the failed restart, and the report says which
+/// and when.
 #[test]
 #[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
 fn the_candidates_a_dead_node_had_in_flight_run_again_on_the_live_node() {
@@ -420,10 +465,125 @@ fn the_candidates_a_dead_node_had_in_flight_run_again_on_the_live_node() {
         .collect();
     assert_eq!(lost.len(), 1, "{lost:?}");
     assert_eq!(lost[0]["devices"], serde_json::json!([4, 5, 6, 7]));
+    let reason = lost[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("node n2's agent could not be started again")
+            && reason.contains("Required node not available"),
+        "{reason}"
+    );
+    let restarting: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["type"] == "agent_restarting")
+        .collect();
+    assert_eq!(restarting.len(), 1, "{restarting:?}");
+    assert_eq!(restarting[0]["node"], "n2");
+    assert!(!records.iter().any(|r| r["type"] == "agent_restarted"));
     let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
     assert!(
         report.contains("## Devices lost") && report.contains("4 (NVIDIA H200 on n2:0)"),
         "{report}"
+    );
+}
+
+/// Issue 14: a node whose agent step dies (its slurmstepd and every process of the step
+/// killed) comes back: kactors starts a new agent step there, journals `agent_restarted`, and
+/// node 2's devices evaluate the next round's candidates; only the candidates it had in flight
+/// ran again elsewhere, and nothing is retired.
+#[test]
+#[ignore = "needs the Slurm test cluster (scripts/slurm/cluster.sh); .ci/run starts it and runs these"]
+fn a_node_whose_agent_step_is_killed_comes_back_and_takes_work_again() {
+    let allocation = Allocation::new(2, 4);
+    let candidates: Vec<(String, String)> = (1..=16)
+        .map(|i| {
+            // Long enough that their second attempts, on node 1, outlast node 2's restart
+            // (some seconds: the lost step's end, srun, the agent's hello): the next round is
+            // planned on every device.
+            let marker = if ON_NODE_2.contains(&i) {
+                "pass sleep_s=15"
+            } else {
+                "pass"
+            };
+            candidate(
+                &format!("{i:02}.py"),
+                &format!("{marker} time_ms=1.{i:02}"),
+                i as usize,
+            )
+        })
+        .collect();
+    let run = SlurmRun::new(
+        &candidates,
+        "test_timeout_s: 60\nagent_timeout_s: 2\nmax_rounds: 2\nstrategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+    );
+    let mut kactors = run.spawn(&allocation.job);
+    for candidate in ON_NODE_2 {
+        run.wait_for_record(Duration::from_secs(60), |r| {
+            r["type"] == "step_started" && r["candidate"] == candidate
+        });
+    }
+    let first_step = steps_by_node(&journal(&run.runs()[0]))["n2"].clone();
+    kill_step_on_its_node(&first_step);
+    let status = wait_with_limit(&mut kactors, Duration::from_secs(180));
+    assert_eq!(status.code(), Some(0), "{}", run.stderr());
+    let run_dir = &run.runs()[0];
+    let records = journal(run_dir);
+    assert!(
+        !records.iter().any(|r| r["type"] == "devices_lost"),
+        "nothing retired"
+    );
+    let restarted = records
+        .iter()
+        .position(|r| r["type"] == "agent_restarted")
+        .unwrap_or_else(|| panic!("no agent_restarted: {}", run.stderr()));
+    let record = &records[restarted];
+    assert_eq!(record["node"], "n2");
+    assert_eq!(record["devices"], serde_json::json!([4, 5, 6, 7]));
+    assert_eq!(record["restarts"], 1);
+    let new_step = record["step"].as_str().unwrap();
+    assert_ne!(new_step, first_step, "a new step");
+    for lost in ON_NODE_2 {
+        let attempts = evaluated(&records, lost);
+        assert_eq!(attempts[0]["outcome"], "device_lost", "{attempts:?}");
+        assert_eq!(attempts.last().unwrap()["outcome"], "verified");
+    }
+    let on_node_2_later: Vec<u64> = records[restarted..]
+        .iter()
+        .filter(|r| {
+            r["type"] == "evaluated"
+                && r["outcome"] == "verified"
+                && (4..8).contains(&r["device"].as_u64().unwrap())
+        })
+        .map(|r| r["candidate"].as_u64().unwrap())
+        .collect();
+    assert!(
+        !on_node_2_later.is_empty(),
+        "node 2's devices evaluated nothing after their agent came back: {:?}",
+        records
+            .iter()
+            .filter(|r| r["type"] != "step_started" && r["type"] != "step_finished")
+            .map(|r| format!(
+                "{} {} {} {} {}",
+                r["t"], r["type"], r["candidate"], r["device"], r["outcome"]
+            ))
+            .collect::<Vec<_>>()
+    );
+    let report = std::fs::read_to_string(run_dir.join("report.md")).unwrap();
+    assert!(
+        report.contains("## Agent restarts")
+            && report.contains("node n2 (4 (NVIDIA H200 on n2:0)")
+            && report.contains(&format!("restart 1, step {new_step}")),
+        "{report}"
+    );
+    assert!(run_dir.join("agents/n2.restart1.log").is_file());
+    // The new agent's step ends with the run. (Slurm may list the first one a while longer:
+    // the test killed its slurmstepd, which is what would tell slurmctld it ended.)
+    assert!(
+        allocation.step_gone_within(new_step, Duration::from_secs(10)),
+        "step {new_step} is still there: {:?}",
+        allocation.steps()
+    );
+    assert_eq!(
+        none_left_within(run.root(), Duration::from_secs(10)).len(),
+        0
     );
 }
 
@@ -595,14 +755,7 @@ fn kactors_devices_lists_each_device_of_the_allocation_with_its_node() {
 /// `srun` as the tests' PATH finds it, wrapped so that node 2's agent runs in a mount namespace
 /// of its own with an empty folder over `hidden`: a node that does not share that folder.
 fn srun_hiding_from_node_2(bin: &std::path::Path, hidden: &std::path::Path) {
-    let real = std::env::var_os("PATH")
-        .map(|path| {
-            std::env::split_paths(&path)
-                .map(|dir| dir.join("srun"))
-                .find(|srun| srun.is_file())
-                .expect("srun is on PATH")
-        })
-        .expect("PATH is set");
+    let real = real_srun();
     support::write_executable(
         &bin.join("srun"),
         &format!(

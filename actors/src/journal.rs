@@ -453,6 +453,21 @@ pub enum Event {
         devices: Vec<DeviceId>,
         reason: String,
     },
+    /// A node's agent was lost and is being started again: its devices take no new work until
+    /// `agent_restarted` (they serve again) or `devices_lost` (they are retired). An input.
+    AgentRestarting {
+        node: String,
+        devices: Vec<DeviceId>,
+        reason: String,
+    },
+    /// A node's agent, lost, was started again (`restarts` times in this process so far), as
+    /// Slurm step `step`: its devices take work again. An input.
+    AgentRestarted {
+        node: String,
+        devices: Vec<DeviceId>,
+        restarts: u32,
+        step: String,
+    },
     ChildDeadline {
         label: String,
         /// `terminate` (SIGTERM to the group) or `kill` (SIGKILL after the grace period).

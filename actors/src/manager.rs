@@ -121,6 +121,12 @@ enum Input {
         evaluation: Evaluation,
         dead: Addr<GpuWorker>,
     },
+    /// An evaluation found its device's node agent lost (with `devices`, its node's): the
+    /// agent is started again within its budget, else the devices are retired.
+    AgentLost {
+        devices: Vec<DeviceId>,
+        reason: String,
+    },
     /// The finale is over, with the best kernel's profile record if it was profiled.
     FinaleDone(Option<Event>),
     /// An evaluation failed because the disk is full: the run stops as it does when a record
@@ -374,10 +380,7 @@ impl Handler<Input> for Manager {
 
     fn handle(&mut self, input: Input, ctx: &mut Context<Self>) {
         match input {
-            // The devices of a node are reported lost by each evaluation that was on them:
-            // journaled once.
-            Input::Record(Event::DevicesLost { devices, .. })
-                if devices.iter().all(|device| self.state.is_retired(*device)) => {}
+            Input::AgentLost { devices, reason } => self.agent_lost(devices, reason, ctx),
             Input::Record(event) => {
                 let event = self.with_device_seconds(event);
                 self.step(event, ctx)

@@ -86,6 +86,31 @@ pub struct UserTestOutcome {
 /// Makes a fresh evaluator for a device: at start and after a worker restart.
 pub trait EvaluatorFactory {
     fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator>;
+
+    /// `devices` (one node's, as `EvalError::DeviceLost` named them) were found lost, for
+    /// `reason`: what becomes of them. Where no node agent serves them (one machine), or the
+    /// platform starts none again, they are retired.
+    fn agent_lost(&self, devices: &[DeviceId], reason: &str) -> AgentLoss {
+        let _ = devices;
+        AgentLoss::Retired {
+            reason: reason.to_string(),
+        }
+    }
+}
+
+/// What becomes of a node whose agent was found lost (issue 14).
+pub enum AgentLoss {
+    /// Its agent serves again: an earlier loss already had it started again (or is having it).
+    Serving,
+    /// Its agent is being started again, the `restarts`th time in this process: `restarted`
+    /// answers the new agent's Slurm step, or why it could not start.
+    Restarting {
+        node: String,
+        restarts: u32,
+        restarted: LocalFuture<'static, Result<String, String>>,
+    },
+    /// It is not started again (its restart budget is spent): the devices are retired.
+    Retired { reason: String },
 }
 
 /// A kernel to profile on a device, while its GpuWorker holds the device.

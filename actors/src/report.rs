@@ -166,6 +166,10 @@ pub struct RunSummary {
     worker_deaths: Vec<String>,
     /// The devices lost for good (their node failed), when, and why.
     devices_lost: Vec<String>,
+    /// Why each node's agent is being started again, until it is.
+    agents_restarting: BTreeMap<String, String>,
+    /// Each node agent started again: which node and devices, when, and after what.
+    agent_restarts: Vec<String>,
     profiling_note: Option<String>,
     /// Each resume after a death, and each limit reached, in journal order.
     resumes: Vec<clock::Resume>,
@@ -193,6 +197,31 @@ fn step_key(step: Step) -> &'static str {
 }
 
 impl RunSummary {
+    /// Devices by id and, where the device table names them, by name and place.
+    fn device_names(&self, devices: &[DeviceId]) -> String {
+        let names: Vec<String> = devices
+            .iter()
+            .map(|device| match self.devices.get(device) {
+                Some(time) if !time.name.is_empty() => format!("{device} ({})", time.name),
+                _ => device.to_string(),
+            })
+            .collect();
+        names.join(", ")
+    }
+
+    /// A record's time, and how far into the run it is.
+    fn moment(&self, t: SystemTime) -> String {
+        let after = self
+            .started
+            .and_then(|started| t.duration_since(started).ok())
+            .unwrap_or_default();
+        format!(
+            "{} ({:.1} s into the run)",
+            crate::journal::format_utc_millis(t),
+            after.as_secs_f64()
+        )
+    }
+
     pub fn observe(&mut self, record: &JournalRecord) {
         let before = self.last_record;
         self.last_record = Some(before.map_or(record.t, |last| last.max(record.t)));
@@ -298,22 +327,30 @@ impl RunSummary {
                 self.best = Some((summary.best_candidate, summary.best_ms));
             }
             Event::DevicesLost { devices, reason } => {
-                let after = self
-                    .started
-                    .and_then(|started| record.t.duration_since(started).ok())
-                    .unwrap_or_default();
-                let names: Vec<String> = devices
-                    .iter()
-                    .map(|device| match self.devices.get(device) {
-                        Some(time) if !time.name.is_empty() => format!("{device} ({})", time.name),
-                        _ => device.to_string(),
-                    })
-                    .collect();
                 self.devices_lost.push(format!(
-                    "{} at {} ({:.1} s into the run): {reason}",
-                    names.join(", "),
-                    crate::journal::format_utc_millis(record.t),
-                    after.as_secs_f64()
+                    "{} at {}: {reason}",
+                    self.device_names(devices),
+                    self.moment(record.t)
+                ));
+            }
+            Event::AgentRestarting { node, reason, .. } => {
+                self.agents_restarting.insert(node.clone(), reason.clone());
+            }
+            Event::AgentRestarted {
+                node,
+                devices,
+                restarts,
+                step,
+            } => {
+                let after = self
+                    .agents_restarting
+                    .remove(node)
+                    .map(|reason| format!(", after: {reason}"))
+                    .unwrap_or_default();
+                self.agent_restarts.push(format!(
+                    "node {node} ({}) serving again at {}, restart {restarts}, step {step}{after}",
+                    self.device_names(devices),
+                    self.moment(record.t)
                 ));
             }
             Event::WorkerDied {

@@ -266,6 +266,9 @@ struct Core {
     device_load: BTreeMap<DeviceId, usize>,
     /// Devices lost for good (their node failed): nothing is placed on them again.
     retired: BTreeSet<DeviceId>,
+    /// Devices whose node's agent is being started again: nothing new is placed on them until
+    /// it serves again (or they are retired).
+    restarting: BTreeSet<DeviceId>,
     /// Candidates planned whose first proposal is not answered yet.
     asking: BTreeSet<CandidateId>,
     /// Candidates that reached their end since the pacer last looked.
@@ -322,6 +325,7 @@ impl SearchState {
                 verified_ms: BTreeMap::new(),
                 device_load,
                 retired: BTreeSet::new(),
+                restarting: BTreeSet::new(),
                 asking: BTreeSet::new(),
                 settled: VecDeque::new(),
                 requests: Requests::default(),
@@ -490,6 +494,12 @@ impl SearchState {
                 core.profiled(*candidate, None, &mut out);
             }
             Event::DevicesLost { devices, reason } => core.retire(devices, reason, &mut out),
+            Event::AgentRestarting { devices, .. } => core.restarting.extend(devices),
+            Event::AgentRestarted { devices, .. } => {
+                core.restarting.retain(|device| !devices.contains(device))
+            }
+            // The resuming process starts every node's agent anew.
+            Event::RunResumed { .. } => core.restarting.clear(),
             Event::ReferenceTimed { which, time_ms, .. } => {
                 core.references_recorded.insert(*which);
                 match which {
@@ -569,6 +579,12 @@ impl SearchState {
     /// Whether a device was lost for good (its node failed).
     pub fn is_retired(&self, device: DeviceId) -> bool {
         self.core.is_retired(device)
+    }
+
+    /// Whether new work may go to a device: neither retired nor waiting for its node's agent
+    /// to start again.
+    pub fn is_in_service(&self, device: DeviceId) -> bool {
+        self.core.is_in_service(device)
     }
 
     /// The parent and round of a candidate, for the records the Manager writes about it.

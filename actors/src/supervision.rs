@@ -44,4 +44,6 @@ pub struct SupervisorLink {
     pub died: Recipient<ManagerDied>,
     /// A child failed for want of disk space: the same stop as a record that cannot be written.
     pub records_failed: Recipient<crate::collector::RecordsFailed>,
+    /// The workers' evaluators, which start a lost node agent again (or say it is gone).
+    pub evaluators: std::rc::Rc<dyn crate::ports::EvaluatorFactory>,
 }

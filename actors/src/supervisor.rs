@@ -187,6 +187,7 @@ impl Actor for Supervisor {
             restart: me.clone().recipient(),
             died: me.clone().recipient(),
             records_failed: me.recipient(),
+            evaluators: self.factory.clone().expect("the ports come first"),
         };
         let peers = ManagerPeers {
             workers: self.workers.clone(),

@@ -177,9 +177,10 @@ const SLOW_UNTIL: usize = 4;
 
 struct FakeEvaluator {
     panic_on_verify: bool,
-    /// Set when the device's node is gone: every verification fails as `DeviceLost`, naming
-    /// these devices as lost with it.
+    /// Set when the device's node can fail: while it is down every verification fails as
+    /// `DeviceLost`, naming these devices as lost with it.
     lost_with: Option<Vec<DeviceId>>,
+    node_down: Rc<std::cell::Cell<bool>>,
     milestones: Milestones,
 }
 
@@ -194,7 +195,9 @@ impl DeviceEvaluator for FakeEvaluator {
             if self.panic_on_verify {
                 panic!("a deliberate panic inside the worker's handler");
             }
-            if let Some(devices) = &self.lost_with {
+            if let Some(devices) = &self.lost_with
+                && self.node_down.get()
+            {
                 return Err(EvalError::DeviceLost {
                     reason: "the agent of node n2 is gone".into(),
                     devices: devices.clone(),
@@ -276,6 +279,10 @@ impl DeviceEvaluator for FakeEvaluator {
 struct FakeFactory {
     panicking_device: Option<DeviceId>,
     lost_devices: Vec<DeviceId>,
+    /// Whether the lost devices' node is down: from the start, until its agent is restarted.
+    node_down: Rc<std::cell::Cell<bool>>,
+    /// Whether its agent can be started again (once), or its devices are retired.
+    restartable: bool,
     started: RefCell<HashMap<DeviceId, u32>>,
     milestones: Milestones,
 }
@@ -291,8 +298,30 @@ impl EvaluatorFactory for FakeFactory {
                 .lost_devices
                 .contains(&device)
                 .then(|| self.lost_devices.clone()),
+            node_down: self.node_down.clone(),
             milestones: self.milestones.clone(),
         })
+    }
+
+    /// The node's agent starts again at once and serves from then on, when it is restartable.
+    fn agent_lost(&self, _: &[DeviceId], reason: &str) -> AgentLoss {
+        if !self.restartable {
+            return AgentLoss::Retired {
+                reason: reason.to_string(),
+            };
+        }
+        if !self.node_down.get() {
+            return AgentLoss::Serving;
+        }
+        let node_down = self.node_down.clone();
+        AgentLoss::Restarting {
+            node: "n2".into(),
+            restarts: 1,
+            restarted: Box::pin(async move {
+                node_down.set(false);
+                Ok("7.9".to_string())
+            }),
+        }
     }
 }
 
@@ -493,6 +522,8 @@ struct Scenario {
     panicking_device: Option<DeviceId>,
     /// Devices whose node is gone from the start: see `FakeFactory`.
     lost_devices: Vec<DeviceId>,
+    /// Whether that node's agent can be started again.
+    restartable: bool,
     analysis: &'static str,
     reflexions: Reflexions,
     max_refinements: u32,
@@ -519,6 +550,7 @@ impl Default for Scenario {
             answers: Vec::new(),
             panicking_device: None,
             lost_devices: Vec::new(),
+            restartable: false,
             analysis: "no analysis available",
             reflexions: Reflexions::Empty,
             max_refinements: 0,
@@ -638,6 +670,8 @@ fn run_recorded(scenario: Scenario) -> Ran {
     let factory = FakeFactory {
         panicking_device: scenario.panicking_device,
         lost_devices: scenario.lost_devices,
+        node_down: Rc::new(std::cell::Cell::new(true)),
+        restartable: scenario.restartable,
         started: RefCell::default(),
         milestones: milestones.clone(),
     };
@@ -919,6 +953,85 @@ fn the_candidates_of_lost_devices_run_again_on_live_devices() {
         .collect();
     moves.sort();
     assert_eq!(moves, [(2, 2), (3, 3)]);
+}
+
+/// Issue 14: a node whose agent is started again costs its in-flight candidates a move to a
+/// live device; its devices are not retired, and later candidates run on them.
+#[test]
+fn a_restarted_nodes_devices_take_work_again() {
+    let answers = [5, 4, 6, 7, 3, 8, 9, 2]
+        .map(|ms| (now(), code(ms)))
+        .to_vec();
+    let (result, events) = run(Scenario {
+        devices: 4,
+        search: beam(1, 4, 2),
+        answers,
+        lost_devices: vec![DeviceId(2), DeviceId(3)],
+        restartable: true,
+        ..Scenario::default()
+    });
+    assert_eq!(result.outcome, RunOutcome::Completed, "{}", result.reason);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::DevicesLost { .. })),
+        "nothing retired"
+    );
+    let restarts: Vec<&Event> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                Event::AgentRestarting { .. } | Event::AgentRestarted { .. }
+            )
+        })
+        .collect();
+    assert_eq!(
+        restarts,
+        [
+            &Event::AgentRestarting {
+                node: "n2".into(),
+                devices: vec![DeviceId(2), DeviceId(3)],
+                reason: "the agent of node n2 is gone".into(),
+            },
+            &Event::AgentRestarted {
+                node: "n2".into(),
+                devices: vec![DeviceId(2), DeviceId(3)],
+                restarts: 1,
+                step: "7.9".into(),
+            }
+        ]
+    );
+    let finished = finished_candidates(&events);
+    let lost: Vec<u64> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Evaluated {
+                candidate,
+                outcome: EvaluationOutcome::DeviceLost,
+                ..
+            } => Some(candidate.0),
+            _ => None,
+        })
+        .collect();
+    assert!(!lost.is_empty());
+    for candidate in &lost {
+        let passed_on: Vec<u32> = finished
+            .iter()
+            .filter(|(id, _, passed)| id == candidate && *passed)
+            .map(|(_, device, _)| *device)
+            .collect();
+        assert!(
+            matches!(passed_on[..], [0 | 1]),
+            "candidate {candidate} ran again on a device in service: {passed_on:?}"
+        );
+    }
+    assert!(
+        finished
+            .iter()
+            .any(|(_, device, passed)| [2, 3].contains(device) && *passed),
+        "the restarted node's devices evaluated later candidates: {finished:?}"
+    );
 }
 
 /// With every device gone the run fails and says so.

@@ -17,7 +17,8 @@ use actors::ports::{EvaluatorFactory, KernelProfiler};
 
 use super::link::{AgentLink, LinkSettings, NotLaunched};
 use super::remote::{RemoteDevices, RemoteEvaluatorFactory, RemoteProfiler};
-use super::wire::{AgentRequest, Assignment, Hello};
+use super::restart::{AgentLaunch, NodeAgentHandle, start_run};
+use super::wire::{Assignment, Hello};
 use crate::check::CheckLine;
 use crate::devices::{GpuSpec, spec_by_name};
 use crate::process::{ChildEnv, ChildSpec, Protocol};
@@ -47,15 +48,9 @@ pub struct AgentsPlan {
     pub start_limit: Duration,
 }
 
-/// One node's agent, started.
-pub struct NodeAgentHandle {
-    pub link: Rc<AgentLink>,
-    pub hello: Hello,
-}
-
 /// The agents of a run, one per node with GPUs, in the allocation's node order.
 pub struct Agents {
-    pub nodes: Vec<NodeAgentHandle>,
+    pub nodes: Vec<Rc<NodeAgentHandle>>,
 }
 
 /// Starts every node's agent at once and waits for each hello. Answers the agents that said
@@ -92,13 +87,27 @@ pub async fn launch_agents(plan: &AgentsPlan) -> (Agents, Vec<NotLaunched>) {
                 grace: plan.grace,
             };
             let name = node.name.clone();
-            async move { AgentLink::launch(&name, &spec, settings, plan.start_limit).await }
+            let launch = AgentLaunch {
+                spec,
+                settings,
+                start_limit: plan.start_limit,
+            };
+            async move {
+                let launched = AgentLink::launch(
+                    &name,
+                    &launch.spec,
+                    launch.settings.clone(),
+                    launch.start_limit,
+                )
+                .await;
+                launched.map(|(link, hello)| NodeAgentHandle::new(link, hello, launch))
+            }
         });
     let mut agents = Agents { nodes: Vec::new() };
     let mut failures = Vec::new();
     for launched in futures_util::future::join_all(launches).await {
         match launched {
-            Ok((link, hello)) => agents.nodes.push(NodeAgentHandle { link, hello }),
+            Ok(node) => agents.nodes.push(Rc::new(node)),
             Err(failure) => failures.push(failure),
         }
     }
@@ -151,21 +160,12 @@ impl Agents {
                 })
                 .collect();
             if devices.is_empty() {
-                node.link.close().await;
+                node.link().close().await;
                 continue;
             }
-            let reply = node
-                .link
-                .call(|id| AgentRequest::Start {
-                    id,
-                    run_dir: run_root.to_path_buf(),
-                    devices,
-                })
+            *node.run.borrow_mut() = Some((run_root.to_path_buf(), devices.clone()));
+            start_run(&node.link(), run_root, devices)
                 .await
-                .map_err(|reason| format!("node {}: {reason}", node.hello.node))?;
-            reply
-                .outcome
-                .into_done()
                 .map_err(|reason| format!("node {}: {reason}", node.hello.node))?;
         }
         Ok(())
@@ -173,7 +173,12 @@ impl Agents {
 
     /// Ends every agent: stdin closed, its children ended, its step gone.
     pub async fn close(&self) {
-        futures_util::future::join_all(self.nodes.iter().map(|node| node.link.close())).await;
+        futures_util::future::join_all(
+            self.nodes
+                .iter()
+                .map(|node| async move { node.link().close().await }),
+        )
+        .await;
     }
 }
 
@@ -265,8 +270,12 @@ pub struct AgentPlatform {
 impl AgentPlatform {
     /// The remote evaluators and profiler, once the run's System runs; from now on each agent
     /// is watched by its heartbeat.
-    pub fn work_ports(&self) -> (Rc<dyn EvaluatorFactory>, Option<Rc<dyn KernelProfiler>>) {
-        let mut links = BTreeMap::new();
+    /// A lost agent is started again at most `restart_budget` times.
+    pub fn work_ports(
+        &self,
+        restart_budget: u32,
+    ) -> (Rc<dyn EvaluatorFactory>, Option<Rc<dyn KernelProfiler>>) {
+        let mut nodes = BTreeMap::new();
         for row in &self.table.rows {
             if let Some(node) = self
                 .agents
@@ -274,11 +283,11 @@ impl AgentPlatform {
                 .iter()
                 .find(|node| node.hello.node == row.node)
             {
-                node.link.start_heartbeat();
-                links.insert(row.device, node.link.clone());
+                node.link().start_heartbeat();
+                nodes.insert(row.device, node.clone());
             }
         }
-        let devices = RemoteDevices::new(links);
+        let devices = RemoteDevices::new(nodes, restart_budget);
         let profiler: Option<Rc<dyn KernelProfiler>> = self
             .profiler_enabled
             .then(|| Rc::new(RemoteProfiler(devices.clone())) as Rc<dyn KernelProfiler>);

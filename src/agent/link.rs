@@ -65,6 +65,9 @@ pub struct AgentLink {
     /// srun's log, where it is now: it moves into the run directory once that exists.
     log: RefCell<PathBuf>,
     state: RefCell<LinkState>,
+    /// Set once the link is lost and its step is over (srun reaped, or cancelled): from then
+    /// on the node's GPUs are free for an agent started again.
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 /// Why an agent did not say hello.
@@ -156,6 +159,7 @@ impl AgentLink {
                 child: Some(child),
                 heartbeat: false,
             }),
+            ended: tokio::sync::watch::Sender::new(false),
         });
         tokio::task::spawn_local(write_lines(requests, lines));
         tokio::task::spawn_local(read_messages(link.clone(), replies));
@@ -170,8 +174,15 @@ impl AgentLink {
         }
     }
 
-    fn log(&self) -> PathBuf {
+    pub(super) fn log(&self) -> PathBuf {
         self.log.borrow().clone()
+    }
+
+    /// Waits until the link is lost and its step is over.
+    pub async fn ended(&self) {
+        let mut ended = self.ended.subscribe();
+        // The sender lives as long as the link, which `self` holds.
+        let _ = ended.wait_for(|ended| *ended).await;
     }
 
     /// Why the link is gone, if it is.
@@ -251,6 +262,7 @@ impl AgentLink {
             );
             self.cancel_step(&mut child).await;
         }
+        self.ended.send_replace(true);
     }
 
     /// Ends the link: every waiting request fails with `reason`, nothing more is sent.
@@ -277,6 +289,7 @@ impl AgentLink {
         if let Some(mut child) = child {
             self.cancel_step(&mut child).await;
         }
+        self.ended.send_replace(true);
     }
 
     /// `scancel --signal=TERM` on the step, the grace for srun to end, then `--signal=KILL`;
@@ -385,6 +398,7 @@ async fn read_messages(link: Rc<AgentLink>, mut replies: ReplyReader) {
         log.display(),
         tail.join("\n")
     ));
+    link.ended.send_replace(true);
 }
 
 /// Pings the agent every third of its timeout; when nothing came back for the whole timeout,

@@ -1,6 +1,7 @@
 //! The ports over the agents' links: the head's evaluators and profiler for devices that live
 //! on other nodes. Each call goes to the agent of the device's node and comes back as the
-//! local adapters' results would; a lost link makes every call fail as `DeviceLost`.
+//! local adapters' results would; a lost link makes every call fail as `DeviceLost`, and the
+//! node's agent is started again within its budget (`super::restart`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -9,40 +10,51 @@ use std::time::Duration;
 
 use actors::model::{DeviceId, Reference, TimeOutcome, VerifyOutcome};
 use actors::ports::{
-    DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, KernelProfiler, LocalFuture,
-    ProfileError, ProfileJob, ProfileSummary, ReferenceTiming, UserTestRun,
+    AgentLoss, DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, KernelProfiler,
+    LocalFuture, ProfileError, ProfileJob, ProfileSummary, ReferenceTiming, UserTestRun,
 };
 
 use super::link::{AgentLink, Reply};
+use super::restart::NodeAgentHandle;
 use super::wire::{AgentRequest, WireOutcome, WireProfileJob};
 
-/// Which link reaches each device of the run.
+/// Which node's agent serves each device of the run, and how often a lost one is started
+/// again.
 #[derive(Clone)]
 pub struct RemoteDevices {
-    links: BTreeMap<DeviceId, Rc<AgentLink>>,
+    nodes: BTreeMap<DeviceId, Rc<NodeAgentHandle>>,
+    restart_budget: u32,
 }
 
 impl RemoteDevices {
-    pub fn new(links: BTreeMap<DeviceId, Rc<AgentLink>>) -> Self {
-        RemoteDevices { links }
+    pub fn new(nodes: BTreeMap<DeviceId, Rc<NodeAgentHandle>>, restart_budget: u32) -> Self {
+        RemoteDevices {
+            nodes,
+            restart_budget,
+        }
     }
 
-    fn link(&self, device: DeviceId) -> Result<Rc<AgentLink>, String> {
-        self.links
+    fn node(&self, device: DeviceId) -> Result<Rc<NodeAgentHandle>, String> {
+        self.nodes
             .get(&device)
             .cloned()
             .ok_or_else(|| format!("no node agent serves device {device}"))
     }
 
+    /// The link that serves `device` now (once a restart under way is over).
+    async fn link(&self, device: DeviceId) -> Result<Rc<AgentLink>, String> {
+        self.node(device)?.serving_link().await
+    }
+
     /// The devices that fail with `device` when its agent is lost: its node's (itself
     /// included).
     fn on_the_node_of(&self, device: DeviceId) -> Vec<DeviceId> {
-        let Some(link) = self.links.get(&device) else {
+        let Some(node) = self.nodes.get(&device) else {
             return vec![device];
         };
-        self.links
+        self.nodes
             .iter()
-            .filter(|(_, other)| Rc::ptr_eq(link, other))
+            .filter(|(_, other)| Rc::ptr_eq(node, other))
             .map(|(device, _)| *device)
             .collect()
     }
@@ -54,17 +66,26 @@ impl EvaluatorFactory for RemoteEvaluatorFactory {
     fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
         Box::new(RemoteEvaluator {
             device,
-            link: self.0.link(device),
+            devices: self.0.clone(),
             node_devices: self.0.on_the_node_of(device),
             started: None,
         })
+    }
+
+    fn agent_lost(&self, devices: &[DeviceId], reason: &str) -> AgentLoss {
+        match devices.first().map(|device| self.0.node(*device)) {
+            Some(Ok(node)) => node.lost(reason, self.0.restart_budget),
+            _ => AgentLoss::Retired {
+                reason: reason.to_string(),
+            },
+        }
     }
 }
 
 /// One device's evaluator, which lives on the device's node, in its agent.
 struct RemoteEvaluator {
     device: DeviceId,
-    link: Result<Rc<AgentLink>, String>,
+    devices: RemoteDevices,
     /// The devices lost with this one when its agent is.
     node_devices: Vec<DeviceId>,
     started: Option<serde_json::Value>,
@@ -79,7 +100,7 @@ impl RemoteEvaluator {
             reason,
             devices: self.node_devices.clone(),
         };
-        let link = self.link.clone().map_err(lost)?;
+        let link = self.devices.link(self.device).await.map_err(lost)?;
         let Reply { started, outcome } = link.call(make).await.map_err(lost)?;
         if started.is_some() {
             self.started = started;
@@ -174,7 +195,7 @@ impl KernelProfiler for RemoteProfiler {
     ) -> LocalFuture<'static, Result<ProfileSummary, ProfileError>> {
         Box::pin(async move {
             let lost = |reason| ProfileError::Failed(format!("device lost: {reason}"));
-            let link = self.0.link(job.device).map_err(lost)?;
+            let link = self.0.link(job.device).await.map_err(lost)?;
             let device = job.device;
             let wire = WireProfileJob::from(&job);
             let reply = link

@@ -238,7 +238,7 @@ impl Placement {
                 match std::fs::rename(&slurm.scratch.path, &agents_folder) {
                     Ok(()) => {
                         for node in &slurm.agents.nodes {
-                            node.link.log_moved_to(&agents_folder);
+                            node.moved_to(&agents_folder);
                         }
                     }
                     Err(error) => {
@@ -498,7 +498,7 @@ pub(super) fn list_on_allocation(
             reasons.join("; ")
         )));
     }
-    Ok(agents.nodes.into_iter().map(|node| node.hello).collect())
+    Ok(agents.nodes.iter().map(|node| node.hello.clone()).collect())
 }
 
 /// `<run-dir parent>/.kactors-agents-<pid>-<nanos>/`: on the filesystem the run directory will
@@ -538,14 +538,16 @@ impl RunPlatform {
         }
     }
 
-    /// The evaluators and the profiler, once the Watchdog exists.
+    /// The evaluators and the profiler, once the Watchdog exists; a lost node agent is
+    /// started again at most `restart_budget` times.
     pub(super) fn work_ports(
         self,
         watchdog: WatchdogClient,
+        restart_budget: u32,
     ) -> (Rc<dyn EvaluatorFactory>, Option<Rc<dyn KernelProfiler>>) {
         match self {
             RunPlatform::Local(platform) => platform.work_ports(watchdog),
-            RunPlatform::Agents(agents) => agents.work_ports(),
+            RunPlatform::Agents(agents) => agents.work_ports(restart_budget),
         }
     }
 }

@@ -65,9 +65,19 @@ impl Allocation {
 
     /// Waits up to `limit` for the allocation to have no step; answers whether it has none.
     pub fn no_steps_within(&self, limit: Duration) -> bool {
+        self.steps_gone_within(limit, |_| true)
+    }
+
+    /// Whether the step `id` is gone from the allocation within `limit`.
+    pub fn step_gone_within(&self, id: &str, limit: Duration) -> bool {
+        self.steps_gone_within(limit, |step| step == id)
+    }
+
+    /// Whether every step whose id is `wanted` is gone within `limit`.
+    fn steps_gone_within(&self, limit: Duration, wanted: impl Fn(&str) -> bool) -> bool {
         let give_up = Instant::now() + limit;
         loop {
-            if self.steps().is_empty() {
+            if !self.steps().iter().any(|(id, _)| wanted(id)) {
                 return true;
             }
             if Instant::now() >= give_up {

@@ -8,7 +8,7 @@ use crate::collector::PrepareCandidate;
 use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{DeviceId, RankedKernel, Verdict};
-use crate::ports::{EvalError, EvalJob, ProfileError, ProfileJob};
+use crate::ports::{AgentLoss, EvalError, EvalJob, ProfileError, ProfileJob};
 use crate::search_state::Evaluation;
 use crate::supervision::RestartWorker;
 
@@ -64,10 +64,10 @@ impl Manager {
                         Err((EvaluationOutcome::Failed, reason)),
                     )),
                     Ok(Ok(result)) => {
-                        // The devices go first: the fold retires them before it places the
-                        // candidate again.
+                        // The devices go first: the fold takes them out of service before it
+                        // places the candidate again.
                         if let Some((devices, reason)) = lost_devices(&result) {
-                            me.do_send(Input::Record(Event::DevicesLost { devices, reason }));
+                            me.do_send(Input::AgentLost { devices, reason });
                         }
                         let record = evaluated(&evaluation, Ok(result));
                         match disk_full(&record) {
@@ -119,6 +119,55 @@ impl Manager {
             };
             manager.step(evaluated(&evaluation, outcome), ctx);
         }));
+    }
+
+    /// Devices found lost with their node's agent. Each evaluation that was on them reports
+    /// them: the first takes them out of service, by `agent_restarting` while their agent is
+    /// started again (then `agent_restarted`, or `devices_lost` when it could not start), or
+    /// by `devices_lost` when its restart budget is spent.
+    pub(super) fn agent_lost(
+        &mut self,
+        devices: Vec<DeviceId>,
+        reason: String,
+        ctx: &mut Context<Self>,
+    ) {
+        // A run being handed over starts no agent again: its agents are about to be closed.
+        let out_of_service = devices
+            .iter()
+            .all(|device| !self.state.is_in_service(*device));
+        if out_of_service || self.handed_over() {
+            return;
+        }
+        match self.supervisor.evaluators.agent_lost(&devices, &reason) {
+            AgentLoss::Serving => {}
+            AgentLoss::Retired { reason } => self.step(Event::DevicesLost { devices, reason }, ctx),
+            AgentLoss::Restarting {
+                node,
+                restarts,
+                restarted,
+            } => {
+                self.step(
+                    Event::AgentRestarting {
+                        node: node.clone(),
+                        devices: devices.clone(),
+                        reason,
+                    },
+                    ctx,
+                );
+                ctx.spawn(restarted.into_actor(self).map(move |answer, manager, ctx| {
+                    let event = match answer {
+                        Ok(step) => Event::AgentRestarted {
+                            node,
+                            devices,
+                            restarts,
+                            step,
+                        },
+                        Err(reason) => Event::DevicesLost { devices, reason },
+                    };
+                    manager.step(event, ctx);
+                }));
+            }
+        }
     }
 
     /// A kernel is profiled once, when it first becomes a parent, on its round-robin device.

@@ -90,7 +90,7 @@ impl Manager {
             .settings
             .devices
             .iter()
-            .find(|d| !busy.contains(d) && !self.state.is_retired(**d))
+            .find(|d| !busy.contains(d) && self.state.is_in_service(**d))
         {
             Some(device) => (Some(*device), None),
             None => (

@@ -159,6 +159,15 @@ impl RunSummary {
                 let _ = writeln!(out, "- {lost}");
             }
         }
+        if !self.agent_restarts.is_empty() {
+            let _ = writeln!(
+                out,
+                "\n## Agent restarts\n\nNode agents lost and started again; what they had in flight ran again on another device.\n"
+            );
+            for restart in &self.agent_restarts {
+                let _ = writeln!(out, "- {restart}");
+            }
+        }
         if !self.worker_deaths.is_empty() {
             let _ = writeln!(out, "\n## Worker restarts\n");
             for death in &self.worker_deaths {

@@ -132,6 +132,58 @@ fn the_disk_section_says_what_the_run_directory_holds_and_what_was_removed() {
 /// Issue 14: the report says which devices were lost, when and why.
 #[test]
 fn the_report_names_the_devices_lost_with_their_nodes_and_when() {
+    let (started, mut summary) = two_devices_of_n2();
+    summary.observe(&record(started));
+    summary.observe(&at_12_5_s(Event::DevicesLost {
+        devices: vec![DeviceId(0), DeviceId(1)],
+        reason: "the agent of node n2 stopped answering".into(),
+    }));
+    let report = summary.render_markdown();
+    assert!(
+        report.contains(
+            "- 0 (NVIDIA H200 on n2:0), 1 (NVIDIA H200 on n2:1) at 1970-01-01T00:00:12.500Z (12.5 s into the run): the agent of node n2 stopped answering"
+        ),
+        "{report}"
+    );
+}
+
+/// Issue 14: the report says which node's agent was started again, when, and after what.
+#[test]
+fn the_report_names_each_agent_restart_with_its_node_and_when() {
+    let (started, mut summary) = two_devices_of_n2();
+    summary.observe(&record(started));
+    let devices = vec![DeviceId(0), DeviceId(1)];
+    summary.observe(&record(Event::AgentRestarting {
+        node: "n2".into(),
+        devices: devices.clone(),
+        reason: "the agent of node n2 ended".into(),
+    }));
+    summary.observe(&at_12_5_s(Event::AgentRestarted {
+        node: "n2".into(),
+        devices,
+        restarts: 1,
+        step: "7.4".into(),
+    }));
+    let report = summary.render_markdown();
+    assert!(
+        report.contains("## Agent restarts")
+            && report.contains(
+                "- node n2 (0 (NVIDIA H200 on n2:0), 1 (NVIDIA H200 on n2:1)) serving again at 1970-01-01T00:00:12.500Z (12.5 s into the run), restart 1, step 7.4, after: the agent of node n2 ended"
+            ),
+        "{report}"
+    );
+    assert!(!report.contains("## Devices lost"), "{report}");
+}
+
+fn at_12_5_s(event: Event) -> JournalRecord {
+    JournalRecord {
+        t: SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(12_500),
+        event,
+    }
+}
+
+/// A run on two devices of node n2, and a summary to observe it.
+fn two_devices_of_n2() -> (Event, RunSummary) {
     let device = |id: u32, index: u32| crate::journal::DeviceDescription {
         device: DeviceId(id),
         name: "NVIDIA H200".into(),
@@ -151,21 +203,5 @@ fn the_report_names_the_devices_lost_with_their_nodes_and_when() {
         devices: vec![device(0, 0), device(1, 1)],
         initial_source: String::new(),
     };
-    let lost = JournalRecord {
-        t: SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(12_500),
-        event: Event::DevicesLost {
-            devices: vec![DeviceId(0), DeviceId(1)],
-            reason: "the agent of node n2 stopped answering".into(),
-        },
-    };
-    let mut summary = RunSummary::default();
-    summary.observe(&record(started));
-    summary.observe(&lost);
-    let report = summary.render_markdown();
-    assert!(
-        report.contains(
-            "- 0 (NVIDIA H200 on n2:0), 1 (NVIDIA H200 on n2:1) at 1970-01-01T00:00:12.500Z (12.5 s into the run): the agent of node n2 stopped answering"
-        ),
-        "{report}"
-    );
+    (started, RunSummary::default())
 }

@@ -1,5 +1,6 @@
-//! Devices that fail for good (their node is gone, issue 14): retired from the run, and the
-//! candidates that were on them placed again on a live device, since they are not to blame.
+//! Devices whose node's agent is lost (issue 14): out of service while the agent is started
+//! again, retired from the run when it cannot be, and the candidates that were on them placed
+//! again on a live device, since they are not to blame.
 
 use std::collections::BTreeSet;
 
@@ -10,20 +11,28 @@ use crate::search::{Pacing, device_for, first_free_device};
 use super::{Core, Out, Resolution};
 
 impl Core {
-    /// The devices still in the run, in order. When every one is lost the run is ending; the
-    /// whole list stands in, so that whatever is placed meanwhile has a device.
+    /// The devices in service, in order. When none is, those whose agent is starting again
+    /// stand in (what is placed there waits for it); when every one is lost the run is ending,
+    /// and the whole list stands in, so that whatever is placed meanwhile has a device.
     pub(super) fn live_devices(&self) -> Vec<DeviceId> {
-        let live: Vec<DeviceId> = self
-            .config
-            .devices
+        let devices = &self.config.devices;
+        let serving: Vec<DeviceId> = devices
+            .iter()
+            .copied()
+            .filter(|device| self.is_in_service(*device))
+            .collect();
+        if !serving.is_empty() {
+            return serving;
+        }
+        let kept: Vec<DeviceId> = devices
             .iter()
             .copied()
             .filter(|device| !self.retired.contains(device))
             .collect();
-        if live.is_empty() {
-            self.config.devices.clone()
+        if kept.is_empty() {
+            devices.clone()
         } else {
-            live
+            kept
         }
     }
 
@@ -47,6 +56,7 @@ impl Core {
     /// Retires `devices`; when none is left the run cannot go on.
     pub(super) fn retire(&mut self, devices: &[DeviceId], reason: &str, out: &mut Out) {
         self.retired.extend(devices.iter().copied());
+        self.restarting.retain(|device| !devices.contains(device));
         if self.every_device_lost() {
             self.finish(
                 RunOutcome::Failed,
@@ -63,9 +73,11 @@ impl Core {
             .all(|device| self.retired.contains(device))
     }
 
-    /// An evaluation ended because its device is gone: the device is retired and the
-    /// candidate's attempt is evaluated again on a live device (each loss retires a device, so
-    /// this ends). With none left, the candidate fails with the loss as its reason, and the run.
+    /// An evaluation ended because its device is gone: the device is out of service (its
+    /// `agent_restarting` or `devices_lost` came first) and the candidate's attempt is
+    /// evaluated again on a live device (each loss restarts a node within its budget or retires
+    /// it, so this ends). With none left, the candidate fails with the loss as its reason, and
+    /// the run.
     pub(super) fn evaluated_on_lost_device(
         &mut self,
         id: CandidateId,
@@ -75,12 +87,10 @@ impl Core {
         let Some(candidate) = self.candidates.get(&id) else {
             return;
         };
-        let lost = candidate.device;
         let source = candidate
             .source()
             .cloned()
             .unwrap_or_else(|| KernelSource::new(""));
-        self.retired.insert(lost);
         if self.every_device_lost() {
             let resolution = Resolution::Rejected {
                 source,
@@ -102,5 +112,9 @@ impl Core {
 
     pub(super) fn is_retired(&self, device: DeviceId) -> bool {
         self.retired.contains(&device)
+    }
+
+    pub(super) fn is_in_service(&self, device: DeviceId) -> bool {
+        !self.retired.contains(&device) && !self.restarting.contains(&device)
     }
 }

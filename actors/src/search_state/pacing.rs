@@ -131,8 +131,8 @@ impl Pacer {
     }
 
     /// The device a candidate's code goes to when its proposal is answered.
-    /// In rounds the planned one, unless it was lost since: then candidate i goes to live
-    /// device i mod (live devices).
+    /// In rounds the planned one, unless it was lost (or its node's agent is restarting)
+    /// since: then candidate i goes to live device i mod (live devices).
     pub(super) fn device_for_answer(
         &self,
         core: &Core,
@@ -140,7 +140,7 @@ impl Pacer {
         planned: DeviceId,
     ) -> DeviceId {
         match self {
-            Pacer::Rounds(_) if core.is_retired(planned) => {
+            Pacer::Rounds(_) if !core.is_in_service(planned) => {
                 device_for(candidate, &core.live_devices())
             }
             Pacer::Rounds(_) => planned,

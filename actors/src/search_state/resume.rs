@@ -78,6 +78,8 @@ impl SearchState {
         if !search_over {
             core.finished = None;
         }
+        // This process starts every node's agent anew, as `run_resumed` says to the fold.
+        core.restarting.clear();
         let mut out = Vec::new();
         let pending: BTreeSet<String> = core
             .requests

@@ -789,15 +789,17 @@ fn in_steady_search_a_lost_devices_candidate_moves_to_the_first_free_live_device
     state.check_invariants().unwrap();
 }
 
-/// With every device lost the candidate fails with the loss, and so does the run.
+/// With every device lost the run fails, and the candidate whose evaluation found the loss
+/// with it.
 #[test]
 fn when_every_device_is_lost_the_candidate_and_the_run_fail() {
     let mut steps = up_to_the_first_proposal();
+    // The Manager journals the loss before the evaluation that found it.
     steps.push((
-        evaluated(1, 0, 0, EvaluationOutcome::DeviceLost, None),
-        "1 failed: an illegal memory access
-         finish Failed: every device of the run was lost: an illegal memory access",
+        devices_lost(&[0]),
+        "finish Failed: every device of the run was lost: the agent of node n2 is gone",
     ));
+    steps.push((evaluated(1, 0, 0, EvaluationOutcome::DeviceLost, None), ""));
     check(one_proposal(0), &steps);
 }
 
@@ -822,4 +824,108 @@ fn a_rebuilt_state_knows_the_lost_devices_and_where_their_candidates_went() {
         rebuilt.placement(CandidateId(2)).map(|p| p.2),
         Some(DeviceId(0))
     );
+}
+
+fn agent_restarting(devices: &[u32]) -> Event {
+    Event::AgentRestarting {
+        node: "n2".into(),
+        devices: devices.iter().copied().map(DeviceId).collect(),
+        reason: "the agent of node n2 ended".into(),
+    }
+}
+
+fn agent_restarted(devices: &[u32]) -> Event {
+    Event::AgentRestarted {
+        node: "n2".into(),
+        devices: devices.iter().copied().map(DeviceId).collect(),
+        restarts: 1,
+        step: "7.4".into(),
+    }
+}
+
+/// Issue 14: a node whose agent is lost and started again costs its in-flight candidates a
+/// move to a live device; its devices take no new work while the agent starts, and take work
+/// again once it serves: they are not retired.
+#[test]
+fn a_restarting_nodes_devices_take_no_work_until_its_agent_serves_again() {
+    let mut state = SearchState::new(config(1, 4, 2, 4, Pacing::Rounds));
+    for input in [
+        started("k0"),
+        verified(0, 0, 8.0),
+        analysed(0, 1, &["a", "b", "c", "d"]),
+        code(2, 2, "k2"),
+    ] {
+        state.apply(&input);
+    }
+    let after = |state: &mut SearchState, input: Event| -> Vec<String> {
+        let decisions = state.apply(&input).iter().map(describe).collect();
+        state.check_invariants().unwrap();
+        decisions
+    };
+    assert!(after(&mut state, agent_restarting(&[2, 3])).is_empty());
+    // In service: 0 and 1. Candidate 2 goes to 2 mod 2; candidate 3, planned on 3, to 3 mod 2.
+    assert_eq!(
+        after(
+            &mut state,
+            evaluated(2, 2, 0, EvaluationOutcome::DeviceLost, None)
+        ),
+        ["evaluate 2 on 0, attempt 0: k2"]
+    );
+    assert_eq!(state.device_for_answer(CandidateId(3)), DeviceId(1));
+    assert!(!state.is_in_service(DeviceId(2)) && !state.is_retired(DeviceId(2)));
+    assert!(after(&mut state, agent_restarted(&[2, 3])).is_empty());
+    assert!(state.is_in_service(DeviceId(2)) && state.is_in_service(DeviceId(3)));
+    assert!(!state.is_retired(DeviceId(2)) && !state.is_retired(DeviceId(3)));
+    assert_eq!(
+        state.device_for_answer(CandidateId(3)),
+        DeviceId(3),
+        "candidate 3 goes to the device it was planned on, whose agent serves again"
+    );
+}
+
+/// An agent that cannot be started again (or whose budget is spent) retires its node's devices.
+#[test]
+fn a_restart_that_fails_retires_the_nodes_devices() {
+    let mut state = check(
+        config(1, 4, 2, 4, Pacing::Rounds),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (agent_restarting(&[2, 3]), ""),
+            (devices_lost(&[2, 3]), ""),
+        ],
+    );
+    assert!(state.is_retired(DeviceId(2)) && !state.is_in_service(DeviceId(3)));
+    state.check_invariants().unwrap();
+    // A resume starts the agents anew, but a retired device stays retired.
+    state.resume(&BTreeSet::new());
+    assert!(state.is_retired(DeviceId(2)) && !state.is_in_service(DeviceId(2)));
+}
+
+/// The fold rebuilds restarts from the journal alone; a resume (whose process starts every
+/// agent anew) puts a node that was restarting when the process died back in service.
+#[test]
+fn a_rebuilt_state_knows_the_restarting_and_restarted_nodes() {
+    let inputs = [
+        started("k0"),
+        verified(0, 0, 8.0),
+        analysed(0, 1, &["a", "b", "c", "d"]),
+        code(2, 2, "k2"),
+        agent_restarting(&[2, 3]),
+        evaluated(2, 2, 0, EvaluationOutcome::DeviceLost, None),
+        agent_restarted(&[2, 3]),
+        agent_restarting(&[0, 1]),
+    ];
+    let mut live = SearchState::new(config(1, 4, 2, 4, Pacing::Rounds));
+    for input in &inputs {
+        live.apply(input);
+    }
+    let mut rebuilt = SearchState::rebuild(config(1, 4, 2, 4, Pacing::Rounds), &inputs);
+    assert_eq!(rebuilt, live);
+    assert_eq!(
+        rebuilt.placement(CandidateId(2)).map(|p| p.2),
+        Some(DeviceId(0))
+    );
+    assert!(rebuilt.is_in_service(DeviceId(2)) && !rebuilt.is_in_service(DeviceId(0)));
+    rebuilt.resume(&BTreeSet::new());
+    assert!((0..4).all(|device| rebuilt.is_in_service(DeviceId(device))));
 }

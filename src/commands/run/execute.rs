@@ -37,8 +37,9 @@ use super::super::placement::{AgentInputs, Placement};
 use super::super::settings::load_strategy;
 use super::invocation::Invocation;
 
-/// Restarts allowed per device: enough to survive the odd crash, few enough that a device that
-/// keeps killing its worker does not spin for hours.
+/// Restarts allowed per device's worker, and per node's agent under Slurm: enough to survive
+/// the odd crash, few enough that a device that keeps killing its worker, or a node that keeps
+/// losing its agent, does not spin for hours.
 const RESTART_BUDGET: u32 = 3;
 
 /// A run resolved and checked, its run directory not yet touched: whatever can refuse it
@@ -444,7 +445,7 @@ pub(crate) fn execute(
         signaller: Box::new(ProcessGroupSignaller),
     };
     let ports = Box::new(move |watchdog| {
-        let (evaluators, profiler) = platform.work_ports(watchdog);
+        let (evaluators, profiler) = platform.work_ports(watchdog, RESTART_BUDGET);
         WorkPorts {
             evaluators,
             profiler,

@@ -211,14 +211,10 @@ impl RunSummary {
 
     /// A record's time, and how far into the run it is.
     fn moment(&self, t: SystemTime) -> String {
-        let after = self
-            .started
-            .and_then(|started| t.duration_since(started).ok())
-            .unwrap_or_default();
         format!(
             "{} ({:.1} s into the run)",
             crate::journal::format_utc_millis(t),
-            after.as_secs_f64()
+            self.seconds_since_start(t)
         )
     }
 

@@ -41,6 +41,18 @@ pub(super) fn table_cell(text: &str) -> String {
     text.lines().next().unwrap_or_default().replace('|', "\\|")
 }
 
+/// A section listing `items`, one bullet each, after its `intro` (a paragraph or nothing);
+/// nothing when there are none.
+fn bullet_section(out: &mut String, title: &str, intro: &str, items: &[String]) {
+    if items.is_empty() {
+        return;
+    }
+    let _ = write!(out, "\n## {title}\n\n{intro}");
+    for item in items {
+        let _ = writeln!(out, "- {item}");
+    }
+}
+
 impl RunSummary {
     pub fn render_markdown(&self) -> String {
         let mut out = String::new();
@@ -150,30 +162,19 @@ impl RunSummary {
                 fraction * 100.0
             );
         }
-        if !self.devices_lost.is_empty() {
-            let _ = writeln!(
-                out,
-                "\n## Devices lost\n\nRetired from the run; what they had in flight ran again on a live device.\n"
-            );
-            for lost in &self.devices_lost {
-                let _ = writeln!(out, "- {lost}");
-            }
-        }
-        if !self.agent_restarts.is_empty() {
-            let _ = writeln!(
-                out,
-                "\n## Agent restarts\n\nNode agents lost and started again; what they had in flight ran again on another device.\n"
-            );
-            for restart in &self.agent_restarts {
-                let _ = writeln!(out, "- {restart}");
-            }
-        }
-        if !self.worker_deaths.is_empty() {
-            let _ = writeln!(out, "\n## Worker restarts\n");
-            for death in &self.worker_deaths {
-                let _ = writeln!(out, "- {death}");
-            }
-        }
+        bullet_section(
+            &mut out,
+            "Devices lost",
+            "Retired from the run; what they had in flight ran again on a live device.\n\n",
+            &self.devices_lost,
+        );
+        bullet_section(
+            &mut out,
+            "Agent restarts",
+            "Node agents lost and started again; what they had in flight ran again on another device.\n\n",
+            &self.agent_restarts,
+        );
+        bullet_section(&mut out, "Worker restarts", "", &self.worker_deaths);
         self.render_resumes(&mut out);
         if let Some(note) = &self.profiling_note {
             let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");

@@ -16,8 +16,8 @@ use crate::config::RunSettings;
 use crate::devices::{Device, DeviceKind, DeviceSelection};
 use crate::evaluator::protocol::EvaluatorConfig;
 use crate::evaluator::{
-    ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_SCRIPT, EvaluatorSetup, KERNEL_CALL, PROFILE_WRAPPER,
-    PythonEvaluatorFactory,
+    ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_PACKAGE, EVALUATOR_SCRIPT, EvaluatorSetup, KERNEL_CALL,
+    PROFILE_WRAPPER, PythonEvaluatorFactory,
 };
 use crate::noop::NoopEvaluatorFactory;
 use crate::nvidia::NcuProfiler;
@@ -77,6 +77,11 @@ impl Tools {
         // Both import kernel_call.py from their own folder: it must lie beside them.
         write(&tools.join("kernel_call.py"), KERNEL_CALL)?;
         write(&tools.join("evaluator.py"), EVALUATOR_SCRIPT)?;
+        let package = tools.join("kactors_evaluator");
+        std::fs::create_dir_all(&package)?;
+        for (module, source) in EVALUATOR_PACKAGE {
+            write(&package.join(module), source)?;
+        }
         write(&tools.join("profile_wrapper.py"), PROFILE_WRAPPER)?;
         write(&tools.join("aten_allowlist.yaml"), ATEN_ALLOWLIST)?;
         Ok(Tools::of_run(run_root))
@@ -422,9 +427,11 @@ mod tests {
         assert!(classified.status.success(), "{classified:?}");
         let help = python(&["tools/profile_wrapper.py", "--help"]);
         assert!(help.status.success(), "{help:?}");
-        assert!(
-            !tools.join("__pycache__").exists(),
-            "neither writes bytecode beside itself"
-        );
+        for folder in [tools.clone(), tools.join("kactors_evaluator")] {
+            assert!(
+                !folder.join("__pycache__").exists(),
+                "neither writes bytecode beside itself"
+            );
+        }
     }
 }

@@ -3,6 +3,7 @@ through (issue 12): how kernel_function's parameters are bound (inputs, model at
 or, for positional-only parameters, by position), how a call is described and recorded, how the
 dtype is chosen. Plain python3, no torch: tests/evaluator_python.rs runs it."""
 
+import ast
 import importlib.util
 import json
 import os
@@ -269,21 +270,45 @@ class Dtype(unittest.TestCase):
 
 
 class OneModuleForBoth(unittest.TestCase):
+    SHARED = {
+        "bind_model_attributes",
+        "model_attribute_kwargs",
+        "model_attribute",
+        "install_launch_hook",
+        "load_module",
+        "resolve_dtype",
+    }
+
     def test_the_evaluator_and_the_wrapper_call_through_kernel_call(self):
         # Both import the kernel_call beside them; neither keeps a binding of its own.
         sys.path.insert(0, str(TEMPLATES))
         try:
-            for script in ("evaluator", "profile_wrapper"):
-                loaded = importlib.util.spec_from_file_location(script, TEMPLATES / f"{script}.py")
-                module = importlib.util.module_from_spec(loaded)
-                loaded.loader.exec_module(module)
-                self.assertEqual(Path(module.kernel_call.__file__), TEMPLATES / "kernel_call.py")
-                own = {name for name, value in vars(module).items() if callable(value)}
-                self.assertFalse(
-                    own & {"bind_model_attributes", "model_attribute_kwargs", "model_attribute",
-                           "install_launch_hook", "load_module", "resolve_dtype"},
-                    script,
-                )
+            loaded = importlib.util.spec_from_file_location(
+                "profile_wrapper", TEMPLATES / "profile_wrapper.py"
+            )
+            module = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(module)
+            self.assertEqual(Path(module.kernel_call.__file__), TEMPLATES / "kernel_call.py")
+            own = {name for name, value in vars(module).items() if callable(value)}
+            self.assertFalse(own & self.SHARED, "profile_wrapper")
+            # The evaluator's modules need torch to import: read what each defines instead.
+            package = TEMPLATES / "kactors_evaluator"
+            importers = []
+            for path in sorted(package.glob("*.py")) + [TEMPLATES / "evaluator.py"]:
+                tree = ast.parse(path.read_text(encoding="utf-8"))
+                defined = {
+                    node.name
+                    for node in ast.walk(tree)
+                    if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                }
+                self.assertFalse(defined & self.SHARED, path.name)
+                if any(
+                    isinstance(node, ast.Import) and any(a.name == "kernel_call" for a in node.names)
+                    for node in tree.body
+                ):
+                    importers.append(path.name)
+            self.assertIn("core.py", importers)
+            self.assertIn("verify.py", importers)
         finally:
             sys.path.remove(str(TEMPLATES))
 

@@ -1,0 +1,133 @@
+"""Timing: a kernel (a candidate, or PyTorch's own eager and compiled model) over the draws in
+rotation, each sample its own call between two events on a flushed L2, the last call of each
+draw checked against its reference."""
+
+import contextlib
+import math
+
+import torch
+
+from .gpu import as_tensor_list
+from .protocol import EvaluatorError, Rejection, rejected
+
+
+def percentile(sorted_values, fraction):
+    position = (len(sorted_values) - 1) * fraction
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def benchmark_counts(settings, request):
+    warmup = request.get("warmup")
+    repeat = request.get("repeat")
+    warmup = settings.benchmark_warmup if warmup is None else warmup
+    repeat = settings.benchmark_repeat if repeat is None else repeat
+    for key, value, minimum in (("warmup", warmup, 0), ("repeat", repeat, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise EvaluatorError(f"{key} must be a whole number >= {minimum}, got {value!r}")
+    return warmup, repeat
+
+
+def benchmark(
+    evaluator, fn, binding, warmup, repeat, restore_every_call, device_wide_end, candidate_kernels
+):
+    """Times fn over the draws in rotation.
+
+    candidate_kernels: None for the PyTorch references; for a candidate, the names of the
+    Triton kernels verify saw it launch (empty when this process did not verify it), one of
+    which each call must launch.
+
+    Each sample: the L2 flushed (a buffer of twice its size written), a start event, the
+    call, an end event. The end of a sample must include all GPU work the call started on
+    any stream. The candidate's Triton launches report their stream to the launch hook, and
+    verify saw on which stream each of its PyTorch operations ran: when all of it went to
+    the timing stream, an event recorded there right after the call ends exactly when the
+    work does. Otherwise (or when verify did not see this candidate in this process) the
+    end event is recorded only after torch.cuda.synchronize(), which waits for every stream
+    of the device; that adds the host's synchronization latency (microseconds) to the sample
+    but can never miss work. The host synchronizes after every sample either way, so no
+    call overlaps the next one's flush or events.
+    """
+    draws = evaluator.draws
+    working = [evaluator.fresh_inputs(d) for d in draws]
+    # Each draw's own copy of the arguments after the inputs, (extra args, kwargs).
+    bound = [binding.arguments([]) for _ in draws]
+    total = warmup + repeat
+    last_call_of_draw = {}
+    for call in range(warmup, total):
+        last_call_of_draw[call % len(draws)] = call
+    checked_calls = set(last_call_of_draw.values())
+    stream = torch.cuda.current_stream()
+    timing_stream = stream.cuda_stream
+    start = torch.cuda.Event(enable_timing=True)
+    end_on_stream = torch.cuda.Event(enable_timing=True)
+    end_after_sync = torch.cuda.Event(enable_timing=True)
+    samples, launch_counts = [], []
+    torch.cuda.synchronize()
+    for call in range(total):
+        index = call % len(draws)
+        checked = call in checked_calls
+        if checked:
+            # A fresh copy at a new address: a result cached by input address cannot answer.
+            args = evaluator.fresh_inputs(draws[index])
+        else:
+            args = working[index]
+            if restore_every_call:
+                for mine, pristine in zip(args, draws[index].inputs):
+                    if isinstance(mine, torch.Tensor):
+                        mine.copy_(pristine)
+        is_candidate = candidate_kernels is not None
+        recorder = evaluator.recorder_class(timing_stream) if checked and is_candidate else None
+        evaluator.l2_flush.zero_()
+        with evaluator.launch_log.window() as log, torch.no_grad():
+            start.record(stream)
+            with recorder if recorder is not None else contextlib.nullcontext():
+                result = fn(*args, *bound[index][0], **bound[index][1])
+            end_on_stream.record(stream)
+            torch.cuda.synchronize()
+            end_after_sync.record(stream)
+            end_after_sync.synchronize()
+        off_stream = any(s != timing_stream for s in log.streams)
+        end = end_after_sync if device_wide_end or off_stream else end_on_stream
+        elapsed_ms = start.elapsed_time(end)
+        which = f"timed call {call - warmup}" if call >= warmup else f"warm-up call {call}"
+        which = f"{which}, draw {index}"
+        if is_candidate:
+            if not log.names:
+                return rejected(
+                    f"{which} launched no Triton kernel: its result came from somewhere else"
+                )
+            if candidate_kernels and not set(log.names) & set(candidate_kernels):
+                return rejected(
+                    f"{which} launched {sorted(set(log.names))}, none of the kernels verified "
+                    f"({', '.join(candidate_kernels)})"
+                )
+        if call >= warmup:
+            samples.append(elapsed_ms)
+            launch_counts.append(len(log.names))
+        if checked:
+            try:
+                if recorder is not None:
+                    evaluator.rules.check_own_work(log.names, recorder.ops, which)
+                if is_candidate:
+                    outputs = evaluator.rules.output_tensors(result, args)
+                else:
+                    outputs = as_tensor_list(result, "Model.forward")
+                errors = {"max_abs_err": None, "max_rel_err": None}
+                evaluator.rules.check_outputs(outputs, draws[index], which, errors)
+            except Rejection as rejection:
+                return rejected(str(rejection), rejection.plain)
+        del result, args
+    ordered = sorted(samples)
+    return {
+        "passed": True,
+        "reason": None,
+        "median_ms": percentile(ordered, 0.5),
+        "min_ms": ordered[0],
+        "max_ms": ordered[-1],
+        "p25_ms": percentile(ordered, 0.25),
+        "p75_ms": percentile(ordered, 0.75),
+        "samples": len(samples),
+        "launches_per_call": min(launch_counts),
+    }

@@ -4,7 +4,9 @@
 mod client;
 pub mod protocol;
 
-pub use client::{DeviceSlot, EvaluatorSetup, PythonEvaluator, PythonEvaluatorFactory};
+pub use client::{
+    DeviceSlot, EvaluatorSetup, PeakBandwidth, PythonEvaluator, PythonEvaluatorFactory,
+};
 
 /// The evaluator script and the aten allowlist, compiled in and written into each run
 /// directory, so an installed binary needs no source tree.

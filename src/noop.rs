@@ -10,8 +10,8 @@ use actors::model::{
 use std::path::Path;
 
 use actors::ports::{
-    DeviceEvaluator, EvalFuture, EvalJob, EvaluatorFactory, LocalFuture, ReferenceTiming,
-    UserTestRun,
+    DeviceEvaluator, EvalFuture, EvalJob, EvaluatorFactory, EvaluatorStart, LocalFuture,
+    ReferenceTiming, UserTestRun,
 };
 
 /// The simulated verdict and time of a source: a pure function of its text.
@@ -38,6 +38,8 @@ pub fn simulate(source: &KernelSource) -> (Verdict, f64) {
         Verdict::Passed {
             max_abs_err: 0.0,
             max_rel_err: 0.0,
+            rel_l2_err: None,
+            rule: None,
         },
         time_ms,
     )
@@ -83,9 +85,11 @@ impl DeviceEvaluator for NoopEvaluator {
                 max_ms: median_ms,
                 samples: 1,
             };
+            // The noop platform moves no data: it has no floor.
             Ok(TimeOutcome {
                 timing,
                 provenance: Provenance::Simulated,
+                floor_ms: None,
             })
         })
     }
@@ -98,7 +102,7 @@ impl DeviceEvaluator for NoopEvaluator {
         Box::pin(async { Ok(None) })
     }
 
-    fn take_started(&mut self) -> Option<serde_json::Value> {
+    fn take_started(&mut self) -> Option<EvaluatorStart> {
         None
     }
 

@@ -17,7 +17,7 @@ use crate::devices::{Device, DeviceKind, DeviceSelection};
 use crate::evaluator::protocol::EvaluatorConfig;
 use crate::evaluator::{
     ATEN_ALLOWLIST, DeviceSlot, EVALUATOR_PACKAGE, EVALUATOR_SCRIPT, EvaluatorSetup, KERNEL_CALL,
-    PROFILE_WRAPPER, PythonEvaluatorFactory,
+    PROFILE_WRAPPER, PeakBandwidth, PythonEvaluatorFactory,
 };
 use crate::noop::NoopEvaluatorFactory;
 use crate::nvidia::NcuProfiler;
@@ -148,6 +148,10 @@ impl GpuPlatform {
                 folder,
                 pin: device.pin_as(*id),
                 triton_cache: triton_cache.map(|root| root.join(format!("device-{id}"))),
+                bandwidth: device.spec.map(|spec| PeakBandwidth {
+                    device: spec.name.clone(),
+                    gb_per_s: spec.memory_bandwidth_gb_per_s,
+                }),
             });
         }
         let kernel_dir = std::path::absolute(kernel_dir)?;
@@ -164,6 +168,8 @@ impl GpuPlatform {
                 benchmark_warmup: settings.benchmark_warmup,
                 benchmark_repeat: settings.benchmark_repeat,
                 l2_flush_bytes: None,
+                first_seed: 0,
+                rel_l2: None,
             },
             startup_deadline: EVALUATOR_STARTUP_DEADLINE,
             kill_grace: Duration::from_secs_f64(settings.kill_grace_s),

@@ -235,12 +235,17 @@ fn an_agent_says_hello_with_its_nodes_gpus_and_checks_then_serves_its_devices() 
         agent.ask(json!({"op": "verify", "id": 3, "device": 5, "job": job(&folder, 10.0)}));
     assert_eq!(verified["outcome"]["kind"], "verified", "{verified}");
     assert_eq!(verified["outcome"]["verdict"]["verdict"], "passed");
-    // The evaluator of run device 5 is pinned to the node's GPU 2, and says where it runs.
+    // The evaluator of run device 5 is pinned to the node's GPU 2, and says where it runs; the
+    // node's H200 gives the floor its timings are held to (issue 18): the stand-in's 4 GiB of
+    // inputs at 4.8 TB/s.
     assert_eq!(
-        verified["started"]["device"]["uuid"],
+        verified["started"]["ready"]["device"]["uuid"],
         "GPU-n7-0000-0000-0000-000000000002"
     );
-    assert_eq!(verified["started"]["node"], "n7");
+    assert_eq!(verified["started"]["ready"]["node"], "n7");
+    let floor = &verified["started"]["floor"]["known"];
+    assert_eq!(floor["device"], "NVIDIA H200", "{verified}");
+    assert!((floor["floor_ms"].as_f64().unwrap() - 0.8948).abs() < 1e-3);
     assert!(node.root().join("run/devices/5/evaluator.log").is_file());
     let timed = agent.ask(json!({"op": "time", "id": 4, "device": 5, "job": job(&folder, 10.0)}));
     assert_eq!(timed["outcome"]["timing"]["median_ms"], 1.5, "{timed}");

@@ -483,3 +483,109 @@ fn sigkill_of_kactors_leaves_no_evaluator_behind() {
         "the evaluator child {hung} outlived kactors"
     );
 }
+
+/// Issue 18: no kernel moves its 4 GiB of inputs faster than the device's memory allows. A
+/// time below the H200's speed of light (a memo of earlier answers, say) is rejected naming
+/// both figures, and every time is reported as a percentage of that floor.
+#[test]
+fn a_time_below_the_devices_speed_of_light_is_rejected_naming_both_figures() {
+    let node = Node::new(&[
+        (
+            "01_memo.py",
+            "# standin: pass time_ms=0.015\ndef kernel_function(x):\n    return x + 1\n",
+        ),
+        (
+            "02_honest.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x + 2\n",
+        ),
+    ]);
+    let (run, records) = completed(&node);
+    let reason = finished(&records, 1)["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains(
+            "timed 0.015 ms, but moving its 4.0 GiB of inputs and outputs takes at least 0.895 \
+             ms at the NVIDIA H200's 4.8 TB/s"
+        ),
+        "{reason}"
+    );
+    let honest = records
+        .iter()
+        .find(|r| r["type"] == "evaluated" && r["candidate"] == 2)
+        .unwrap();
+    assert!(
+        (honest["floor_ms"].as_f64().unwrap() - 0.8948).abs() < 1e-3,
+        "{honest}"
+    );
+    assert!((honest["speed_of_light_pct"].as_f64().unwrap() - 59.65).abs() < 0.1);
+    let started = records
+        .iter()
+        .find(|r| r["type"] == "evaluator_started")
+        .unwrap();
+    assert_eq!(started["floor"]["known"]["basis"], "inputs_and_outputs");
+    assert_eq!(
+        std::fs::read_to_string(run.join("best_kernel.py")).unwrap(),
+        "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x + 2\n"
+    );
+    assert_report_says(
+        &run,
+        &[
+            "Speed of light: 0.895 ms on the NVIDIA H200, moving its inputs (4.0 GiB) read once",
+            "| 2 | 1.5000 | 59.7% |",
+            "59.7% of the speed of light). Source: best_kernel.py.",
+        ],
+    );
+}
+
+/// Issue 18: the finale checks the final beam once more in a fresh evaluator, on draws no
+/// candidate saw. The fastest kernel, right only on the search's draws, fails there: it leaves
+/// the final beam, the report names it, and the next fastest is the run's best.
+#[test]
+fn a_kernel_wrong_on_draws_no_candidate_saw_leaves_the_final_beam_and_the_next_is_best() {
+    let node = Node::new(&[
+        (
+            "01_memoized.py",
+            "# standin: pass time_ms=1.0 fresh_draws=fail\ndef kernel_function(x):\n    return x + 1\n",
+        ),
+        (
+            "02_honest.py",
+            "# standin: pass time_ms=1.2\ndef kernel_function(x):\n    return x + 2\n",
+        ),
+    ]);
+    let (run, records) = completed(&node);
+    let rechecks: Vec<(u64, bool)> = records
+        .iter()
+        .filter(|r| r["type"] == "final_rechecked")
+        .map(|r| {
+            (
+                r["candidate"].as_u64().unwrap(),
+                r["passed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert!(rechecks.contains(&(1, false)), "{rechecks:?}");
+    assert!(rechecks.contains(&(2, true)), "{rechecks:?}");
+    assert!(
+        records
+            .iter()
+            .all(|r| !(r["type"] == "final_timed" && r["candidate"] == 1)),
+        "a kernel that fails the re-check is not timed"
+    );
+    let end = records.last().unwrap();
+    assert_eq!(end["type"], "run_finished");
+    assert_eq!(end["best_candidate"], 2);
+    assert_eq!(
+        std::fs::read_to_string(run.join("best_kernel.py")).unwrap(),
+        "# standin: pass time_ms=1.2\ndef kernel_function(x):\n    return x + 2\n"
+    );
+    assert_report_says(
+        &run,
+        &[
+            "1 failed and left the final beam",
+            "- candidate 1: wrong on the draws of seeds 3 and on (stand-in)",
+            "Candidate 2: 1.2000 ms",
+        ],
+    );
+}

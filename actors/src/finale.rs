@@ -1,7 +1,9 @@
-//! The end of a run that ended as planned: the initial kernel, the final beam and PyTorch's
-//! references timed again in one fresh evaluator, interleaved (the report's headline); the best
-//! kernel profiled if it has no profile yet; the best kernel staged beside problem.py and test.py
-//! in `final/`, and the user's own test.py run there.
+//! The end of a run that ended as planned: the initial kernel and the final beam checked once
+//! more on draws no candidate saw, then timed again with PyTorch's references in one fresh
+//! evaluator, interleaved (the report's headline); a kernel that fails the re-check leaves the
+//! final beam and the next fastest becomes the best (issue 18); the best kernel profiled if it
+//! has no profile yet; the best kernel staged beside problem.py and test.py in `final/`, and the
+//! user's own test.py run there.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,9 +20,10 @@ use crate::ports::{ProfileError, ProfileJob, UserTestOutcome};
 pub struct FinaleJob {
     /// The initial kernel first, then the beam's members.
     pub kernels: Vec<(CandidateId, KernelSource)>,
-    pub best: RankedKernel,
-    /// Profile the best kernel: profiling is on and it has no profile yet.
-    pub profile_best: bool,
+    /// The final beam, fastest first: the best is the first that passes the re-check.
+    pub beam: Vec<RankedKernel>,
+    /// Whether a kernel has a profile already: profiling is off, or it was profiled.
+    pub needs_profile: Box<dyn Fn(CandidateId) -> bool>,
     pub device: DeviceId,
     pub worker: Addr<GpuWorker>,
     pub collector: Addr<Collector>,
@@ -29,9 +32,17 @@ pub struct FinaleJob {
     pub final_files: Vec<(String, String)>,
 }
 
-/// Runs the finale; answers the best kernel's profile record (`profile_recorded` or
-/// `profile_failed`) when it was profiled, for the Manager to journal and apply.
-pub async fn run(mut job: FinaleJob) -> Option<Event> {
+/// What the finale found.
+pub struct FinaleOutcome {
+    /// The best kernel after the re-check: None when no member of the final beam passed it.
+    pub best: Option<RankedKernel>,
+    /// The best kernel's profile record (`profile_recorded` or `profile_failed`) when it was
+    /// profiled, for the Manager to journal and apply.
+    pub profile: Option<Event>,
+}
+
+/// Runs the finale.
+pub async fn run(mut job: FinaleJob) -> FinaleOutcome {
     let mut folders = Vec::new();
     for (candidate, source) in std::mem::take(&mut job.kernels) {
         let prepared = job.collector.send(PrepareCandidate {
@@ -42,28 +53,44 @@ pub async fn run(mut job: FinaleJob) -> Option<Event> {
             folders.push((candidate, source, folder));
         }
     }
-    let _ = job
+    let dropped = job
         .worker
         .send(Finale {
             kernels: folders.clone(),
             deadline: job.deadline,
         })
-        .await;
-    let profile = match folders.iter().find(|(id, _, _)| *id == job.best.id) {
-        Some((candidate, source, folder)) if job.profile_best => {
-            Some(profile_best(&job, *candidate, source, folder.clone()).await)
+        .await
+        .unwrap_or_default();
+    let Some(best) = job
+        .beam
+        .iter()
+        .find(|member| dropped.iter().all(|(id, _)| *id != member.id))
+        .cloned()
+    else {
+        return FinaleOutcome {
+            best: None,
+            profile: None,
+        };
+    };
+    let profile = match folders.iter().find(|(id, _, _)| *id == best.id) {
+        Some((candidate, source, folder)) if (job.needs_profile)(best.id) => {
+            Some(profile_best(&job, &best, *candidate, source, folder.clone()).await)
         }
         _ => None,
     };
     let mut staged = std::mem::take(&mut job.final_files);
-    staged.push(("kernel.py".into(), job.best.source.text().to_string()));
+    staged.push(("kernel.py".into(), best.source.text().to_string()));
     let event = user_test(&job.worker, &job.collector, staged, job.deadline).await;
     job.collector.do_send(Record(event));
-    profile
+    FinaleOutcome {
+        best: Some(best),
+        profile,
+    }
 }
 
 async fn profile_best(
     job: &FinaleJob,
+    best: &RankedKernel,
     candidate: CandidateId,
     source: &KernelSource,
     folder: PathBuf,
@@ -73,7 +100,7 @@ async fn profile_best(
         source: source.clone(),
         folder,
         device: job.device,
-        kernel_names: job.best.launched_kernels.clone(),
+        kernel_names: best.launched_kernels.clone(),
     };
     let answer = job.worker.send(Profile {
         job: profile,

@@ -9,12 +9,15 @@ use tokio::sync::watch;
 
 use crate::collector::{Collector, Record};
 use crate::journal::{Event, Step};
-use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
+use crate::model::{
+    CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, Verdict, VerifyOutcome,
+};
 use crate::ports::{
-    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, ProfileError, ProfileJob,
-    ProfileSummary, UserTestOutcome,
+    DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, EvaluatorStart, ProfileError,
+    ProfileJob, ProfileSummary, UserTestOutcome,
 };
 use crate::profiler::{Profiler, RunProfile};
+use crate::speed_of_light::percent_of_light;
 
 /// Verify a candidate and, when it passes, time it.
 #[derive(Message)]
@@ -47,10 +50,12 @@ pub struct TimeReferences {
     pub deadline: std::time::Duration,
 }
 
-/// Time the given kernels and PyTorch's references again in one fresh evaluator, interleaved,
-/// twice: the figures a finished run's headline uses.
+/// Check the given kernels once more and time them and PyTorch's references again, in one fresh
+/// evaluator on draws no search evaluator drew (issue 18), interleaved, twice: the figures a
+/// finished run's headline uses. Answered with the kernels that failed the re-check and why:
+/// they are not timed, and the finale drops them from the final beam.
 #[derive(Message)]
-#[rtype(result = "()")]
+#[rtype(result = "Vec<(CandidateId, String)>")]
 pub struct Finale {
     /// (candidate, source, folder) of each kernel to time: the initial kernel and the final beam.
     pub kernels: Vec<(CandidateId, KernelSource, std::path::PathBuf)>,
@@ -151,11 +156,12 @@ impl StepLog {
         }));
     }
 
-    fn evaluator_started(&self, ready: Option<serde_json::Value>) {
-        if let Some(ready) = ready {
+    fn evaluator_started(&self, start: Option<EvaluatorStart>) {
+        if let Some(EvaluatorStart { ready, floor }) = start {
             self.collector.do_send(Record(Event::EvaluatorStarted {
                 device: self.device,
                 ready,
+                floor,
             }));
         }
     }
@@ -354,17 +360,22 @@ impl Handler<TimeReferences> for GpuWorker {
 }
 
 impl Handler<Finale> for GpuWorker {
-    type Result = AtomicResponse<Self, ()>;
+    type Result = AtomicResponse<Self, Vec<(CandidateId, String)>>;
 
     fn handle(&mut self, message: Finale, _: &mut Context<Self>) -> Self::Result {
         let previous = shut_down(self.evaluator.take());
-        let mut fresh = self.factory.start(self.device);
+        let mut fresh = self.factory.start_recheck(self.device);
         let collector = self.collector.clone();
         let work = async move {
             previous.await;
             let record =
                 |pass, candidate, reference, outcome: Result<Option<TimeOutcome>, EvalError>| {
                     let (time_ms, provenance, error) = figures(&outcome);
+                    let floor_ms = outcome
+                        .as_ref()
+                        .ok()
+                        .and_then(Option::as_ref)
+                        .and_then(|timed| timed.floor_ms);
                     collector.do_send(Record(Event::FinalTimed {
                         pass,
                         candidate,
@@ -372,10 +383,18 @@ impl Handler<Finale> for GpuWorker {
                         time_ms,
                         provenance,
                         error,
+                        floor_ms,
+                        speed_of_light_pct: floor_ms
+                            .zip(time_ms)
+                            .and_then(|(floor, time)| percent_of_light(floor, time)),
                     }));
                 };
+            let mut dropped: Vec<(CandidateId, String)> = Vec::new();
             for pass in 1..=2 {
                 for (candidate, source, folder) in &message.kernels {
+                    if dropped.iter().any(|(id, _)| id == candidate) {
+                        continue;
+                    }
                     let job = EvalJob {
                         candidate: *candidate,
                         source: source.clone(),
@@ -383,29 +402,50 @@ impl Handler<Finale> for GpuWorker {
                         deadline: message.deadline,
                     };
                     // `time` uses the module its verification loaded, so each kernel is verified
-                    // again before it is timed; a kernel that no longer passes is reported.
-                    let outcome = match fresh.verify(&job).await {
-                        Ok(verified) if verified.verdict.passed() => {
-                            fresh.time(&job).await.map(Some)
-                        }
-                        Ok(verified) => Err(EvalError::Rejected(format!(
-                            "no longer passes: {:?}",
-                            verified.verdict
-                        ))),
-                        Err(error) => Err(error),
+                    // again before it is timed; the first verification is the re-check.
+                    let failure = match fresh.verify(&job).await {
+                        Ok(verified) => match verified.verdict {
+                            Verdict::Passed { .. } => None,
+                            Verdict::Failed { reason } => Some(reason),
+                        },
+                        Err(error) => Some(error.to_string()),
                     };
-                    record(pass, Some(*candidate), None, outcome);
+                    if pass == 1 {
+                        collector.do_send(Record(Event::FinalRechecked {
+                            candidate: *candidate,
+                            passed: failure.is_none(),
+                            reason: failure.clone(),
+                        }));
+                    }
+                    match failure {
+                        None => record(
+                            pass,
+                            Some(*candidate),
+                            None,
+                            fresh.time(&job).await.map(Some),
+                        ),
+                        Some(reason) if pass == 1 => dropped.push((*candidate, reason)),
+                        Some(reason) => record(
+                            pass,
+                            Some(*candidate),
+                            None,
+                            Err(EvalError::Rejected(format!("no longer passes: {reason}"))),
+                        ),
+                    }
                 }
                 for which in [Reference::Eager, Reference::Compile] {
                     let outcome = fresh.time_reference(which, message.deadline * 4).await;
                     record(pass, None, Some(which), outcome);
                 }
             }
-            fresh
+            (fresh, dropped)
         };
-        AtomicResponse::new(Box::pin(work.into_actor(self).map(|fresh, worker, _| {
-            worker.evaluator = Some(fresh);
-        })))
+        AtomicResponse::new(Box::pin(work.into_actor(self).map(
+            |(fresh, dropped), worker, _| {
+                worker.evaluator = Some(fresh);
+                dropped
+            },
+        )))
     }
 }
 

@@ -16,6 +16,7 @@ use crate::model::{
     CandidateId, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
 };
 use crate::profile::KernelProfile;
+use crate::speed_of_light::Floor;
 
 mod history;
 mod reading;
@@ -355,6 +356,12 @@ pub enum Event {
         /// previous result, to its result).
         #[serde(default)]
         seconds: Option<f64>,
+        /// The device's speed of light for the problem, and `time_ms` as a percentage of it
+        /// (issue 18): 100 would be at the floor.
+        #[serde(default)]
+        floor_ms: Option<f64>,
+        #[serde(default)]
+        speed_of_light_pct: Option<f64>,
     },
     CandidateFinished {
         candidate: CandidateId,
@@ -394,6 +401,10 @@ pub enum Event {
     EvaluatorStarted {
         device: DeviceId,
         ready: serde_json::Value,
+        /// The floor its timings are held to (issue 18): the problem's bytes over the device's
+        /// peak bandwidth, or why there is none. Absent on noop and in older journals.
+        #[serde(default)]
+        floor: Option<Floor>,
     },
     /// The end of a run that ended as planned: a kernel of the final beam, the initial kernel or
     /// a PyTorch reference timed again in one fresh evaluator, interleaved, `pass` 1 and 2.
@@ -404,6 +415,18 @@ pub enum Event {
         time_ms: Option<f64>,
         provenance: Option<Provenance>,
         error: Option<String>,
+        #[serde(default)]
+        floor_ms: Option<f64>,
+        #[serde(default)]
+        speed_of_light_pct: Option<f64>,
+    },
+    /// The finale's re-check (issue 18): a kernel of the final beam, or the initial kernel,
+    /// verified once more in a fresh evaluator on draws no candidate saw. One that fails is not
+    /// timed and leaves the final beam; the next fastest becomes the best.
+    FinalRechecked {
+        candidate: CandidateId,
+        passed: bool,
+        reason: Option<String>,
     },
     /// The user's test.py, run on the best kernel staged with problem.py and test.py.
     UserTestRan {

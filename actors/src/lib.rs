@@ -19,6 +19,7 @@ pub mod profiler;
 pub mod report;
 pub mod search;
 pub mod search_state;
+pub mod speed_of_light;
 pub mod supervision;
 pub mod supervisor;
 pub mod tokens;

@@ -127,8 +127,9 @@ enum Input {
         devices: Vec<DeviceId>,
         reason: String,
     },
-    /// The finale is over, with the best kernel's profile record if it was profiled.
-    FinaleDone(Option<Event>),
+    /// The finale is over: the best kernel after its re-check, and that kernel's profile record
+    /// if it was profiled.
+    FinaleDone(crate::finale::FinaleOutcome),
     /// An evaluation failed because the disk is full: the run stops as it does when a record
     /// cannot be written, and the candidate is left in flight (a resume evaluates it again).
     DiskFull {
@@ -394,9 +395,12 @@ impl Handler<Input> for Manager {
                     ),
                 });
             }
-            Input::FinaleDone(profile) => {
+            Input::FinaleDone(outcome) => {
                 self.finale_running = false;
-                match profile {
+                if let Some(done) = self.done.as_mut() {
+                    done.best = outcome.best;
+                }
+                match outcome.profile {
                     Some(profile) => self.step(profile, ctx),
                     None => self.hand_over_when_quiet(),
                 }

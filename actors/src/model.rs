@@ -103,8 +103,20 @@ pub fn is_tampering(reason: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Verdict {
-    Passed { max_abs_err: f64, max_rel_err: f64 },
-    Failed { reason: String },
+    Passed {
+        max_abs_err: f64,
+        max_rel_err: f64,
+        /// ||actual - expected|| / ||expected||, the largest over the outputs compared
+        /// (issue 18); None where the evaluator does not report it (noop, older journals).
+        #[serde(default)]
+        rel_l2_err: Option<f64>,
+        /// The tolerance the outputs were judged by, in words (it scales with the reference).
+        #[serde(default)]
+        rule: Option<String>,
+    },
+    Failed {
+        reason: String,
+    },
 }
 
 impl Verdict {
@@ -145,6 +157,9 @@ pub struct VerifyOutcome {
 pub struct TimeOutcome {
     pub timing: Timing,
     pub provenance: Provenance,
+    /// The device's speed of light for the problem (`speed_of_light`), when it has one: the
+    /// timing was checked against it.
+    pub floor_ms: Option<f64>,
 }
 
 /// A kernel that was verified and timed: a beam member or a candidate for one.

@@ -13,6 +13,7 @@ use crate::analysis::AnalyzedBottleneck;
 use crate::journal::JournalRecord;
 use crate::model::{CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, VerifyOutcome};
 use crate::profile::KernelProfile;
+use crate::speed_of_light::Floor;
 // The journal records both, and the journal is below the ports: they live in `model`.
 pub use crate::model::{RequestKind, TokenUsage};
 
@@ -69,10 +70,19 @@ pub trait DeviceEvaluator {
     /// problem.py and test.py). `None` where the platform runs nothing (noop).
     fn run_user_test<'a>(&'a mut self, folder: &'a Path, deadline: Duration) -> UserTestRun<'a>;
     /// What a newly started evaluator reported about itself (the device it sees under its pin,
-    /// its versions), once per start; None when nothing started since the last call.
-    fn take_started(&mut self) -> Option<serde_json::Value>;
+    /// its versions) and the floor its timings are held to, once per start; None when nothing
+    /// started since the last call.
+    fn take_started(&mut self) -> Option<EvaluatorStart>;
     /// Ends the device's child processes; called once, before the worker acknowledges shutdown.
     fn shutdown(&mut self) -> LocalFuture<'_, ()>;
+}
+
+/// An evaluator's start: its `ready` message as it sent it, and the floor under which no
+/// timing of it can be real (issue 18), or why there is none.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EvaluatorStart {
+    pub ready: serde_json::Value,
+    pub floor: Option<Floor>,
 }
 
 /// How the user's own test.py judged the staged best kernel.
@@ -86,6 +96,12 @@ pub struct UserTestOutcome {
 /// Makes a fresh evaluator for a device: at start and after a worker restart.
 pub trait EvaluatorFactory {
     fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator>;
+    /// A fresh evaluator that verifies on draws no evaluator of `start` drew (new seeds): the
+    /// finale's re-check of the final beam (issue 18). A platform whose verdicts depend on no
+    /// draw (noop, the tests' fakes) keeps this default.
+    fn start_recheck(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
+        self.start(device)
+    }
 
     /// `devices` (one node's, as `EvalError::DeviceLost` named them) were found lost, for
     /// `reason`: what becomes of them. Where no node agent serves them (one machine), or the

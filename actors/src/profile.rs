@@ -84,6 +84,16 @@ pub struct KernelProfile {
     pub instruction_mix: Option<InstructionMix>,
 }
 
+/// The bytes the measured call read from the device's memory: Nsight Compute's
+/// `dram__bytes_read.sum`, or rocprofv3's FETCH_SIZE (in KiB); None when the profile has
+/// neither.
+pub fn dram_read_bytes(profile: &KernelProfile) -> Option<f64> {
+    match profile.vendor {
+        Vendor::Nvidia => profile.metrics.get("dram__bytes_read.sum").copied(),
+        Vendor::Rocm => profile.counters.get("FETCH_SIZE").map(|kib| kib * 1024.0),
+    }
+}
+
 /// A mix without any share, which is how version 1 journals wrote "none", reads as none.
 fn mix_with_a_share<'de, D: Deserializer<'de>>(
     deserializer: D,

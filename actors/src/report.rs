@@ -11,6 +11,7 @@ mod svg;
 #[cfg(test)]
 mod tests;
 mod timeline;
+mod verification;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -178,6 +179,8 @@ pub struct RunSummary {
     run_dir_bytes: Option<(SystemTime, u64)>,
     /// Candidates whose caches were removed, and the bytes they held.
     caches_removed: (usize, u64),
+    /// How kernels were judged: tolerances, the speed of light, the finale's re-check.
+    verification: verification::Verification,
 }
 
 /// report.md and report.html of one moment of a run.
@@ -223,6 +226,7 @@ impl RunSummary {
         self.last_record = Some(before.map_or(record.t, |last| last.max(record.t)));
         self.observe_for_plots(record);
         self.observe_downtime(record, before);
+        self.verification.observe(&record.event);
         match &record.event {
             Event::CandidateFinished {
                 candidate,
@@ -404,7 +408,7 @@ impl RunSummary {
                     (None, None) => "not run: the platform runs no Python".into(),
                 });
             }
-            Event::EvaluatorStarted { device, ready } => {
+            Event::EvaluatorStarted { device, ready, .. } => {
                 let text =
                     |value: &serde_json::Value| value.as_str().unwrap_or("unknown").to_string();
                 let seen = &ready["device"];

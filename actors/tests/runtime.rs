@@ -167,6 +167,8 @@ fn judge(source: &KernelSource) -> (Verdict, f64) {
         Verdict::Passed {
             max_abs_err: 0.0,
             max_rel_err: 0.0,
+            rel_l2_err: None,
+            rule: None,
         },
         ms,
     )
@@ -238,6 +240,7 @@ impl DeviceEvaluator for FakeEvaluator {
                     samples: 1,
                 },
                 provenance: Provenance::Measured,
+                floor_ms: None,
             })
         })
     }
@@ -259,6 +262,7 @@ impl DeviceEvaluator for FakeEvaluator {
                     samples: 1,
                 },
                 provenance: Provenance::Measured,
+                floor_ms: None,
             }))
         })
     }
@@ -266,7 +270,7 @@ impl DeviceEvaluator for FakeEvaluator {
     fn run_user_test<'a>(&'a mut self, _: &'a std::path::Path, _: Duration) -> UserTestRun<'a> {
         Box::pin(async { Ok(None) })
     }
-    fn take_started(&mut self) -> Option<serde_json::Value> {
+    fn take_started(&mut self) -> Option<actors::ports::EvaluatorStart> {
         None
     }
     fn shutdown(&mut self) -> LocalFuture<'_, ()> {

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
+use actors::ports::EvaluatorStart;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
@@ -42,7 +43,7 @@ const SCANCEL_LIMIT: Duration = Duration::from_secs(20);
 #[derive(Debug)]
 pub struct Reply {
     /// An evaluator's `ready`, when one started during the request.
-    pub started: Option<serde_json::Value>,
+    pub started: Option<EvaluatorStart>,
     pub outcome: WireOutcome,
 }
 
@@ -583,6 +584,7 @@ mod tests {
                 move |id| AgentRequest::StopDevice {
                     id,
                     device: actors::model::DeviceId(device),
+                    then: super::super::wire::NextDraws::Search,
                 }
             };
             let (first, second) = tokio::join!(link.call(stop(0)), link.call(stop(1)));

@@ -13,13 +13,13 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use actors::model::{DeviceId, Vendor};
-use actors::ports::{DeviceEvaluator, KernelProfiler};
+use actors::ports::{DeviceEvaluator, EvaluatorFactory, EvaluatorStart, KernelProfiler};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{Notify, mpsc};
 
 use super::wire::{
-    AgentMessage, AgentRequest, Assignment, Hello, OfferedDevice, WireCheckLine, WireEvalError,
-    WireOutcome, duration,
+    AgentMessage, AgentRequest, Assignment, Hello, NextDraws, OfferedDevice, WireCheckLine,
+    WireEvalError, WireOutcome, duration,
 };
 use crate::check::CheckLine;
 use crate::config::RunSettings;
@@ -394,6 +394,7 @@ impl Serving {
             let done = tokio::task::spawn_local(serve_device(DeviceService {
                 device: *device,
                 evaluator: factory.start(*device),
+                factory: factory.clone(),
                 profiler: profiler.clone(),
                 requests,
                 abort: abort.clone(),
@@ -432,6 +433,8 @@ impl Serving {
 struct DeviceService {
     device: DeviceId,
     evaluator: Box<dyn DeviceEvaluator>,
+    /// Where the re-check's evaluator comes from.
+    factory: Rc<dyn EvaluatorFactory>,
     profiler: Option<Rc<dyn KernelProfiler>>,
     requests: mpsc::UnboundedReceiver<AgentRequest>,
     abort: Rc<Notify>,
@@ -445,8 +448,11 @@ async fn serve_device(mut service: DeviceService) {
     while let Some(request) = service.requests.recv().await {
         let id = request.id();
         let outcome = match request {
-            AgentRequest::StopDevice { .. } => {
+            AgentRequest::StopDevice { then, .. } => {
                 service.evaluator.shutdown().await;
+                if then == NextDraws::Recheck {
+                    service.evaluator = service.factory.start_recheck(service.device);
+                }
                 WireOutcome::Stopped
             }
             request => {
@@ -469,7 +475,10 @@ async fn serve_device(mut service: DeviceService) {
         let started = service
             .evaluator
             .take_started()
-            .map(|ready| located(ready, &service.identity));
+            .map(|start| EvaluatorStart {
+                ready: located(start.ready, &service.identity),
+                floor: start.floor,
+            });
         service.outbox.send(&AgentMessage::Reply {
             id,
             started,

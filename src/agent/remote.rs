@@ -10,13 +10,14 @@ use std::time::Duration;
 
 use actors::model::{DeviceId, Reference, TimeOutcome, VerifyOutcome};
 use actors::ports::{
-    AgentLoss, DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, KernelProfiler,
-    LocalFuture, ProfileError, ProfileJob, ProfileSummary, ReferenceTiming, UserTestRun,
+    AgentLoss, DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, EvaluatorStart,
+    KernelProfiler, LocalFuture, ProfileError, ProfileJob, ProfileSummary, ReferenceTiming,
+    UserTestRun,
 };
 
 use super::link::{AgentLink, Reply};
 use super::restart::NodeAgentHandle;
-use super::wire::{AgentRequest, WireOutcome, WireProfileJob};
+use super::wire::{AgentRequest, NextDraws, WireOutcome, WireProfileJob};
 
 /// Which node's agent serves each device of the run, and how often a lost one is started
 /// again.
@@ -69,6 +70,18 @@ impl EvaluatorFactory for RemoteEvaluatorFactory {
             devices: self.0.clone(),
             node_devices: self.0.on_the_node_of(device),
             started: None,
+            recheck: false,
+        })
+    }
+
+    /// The agent's evaluator is replaced by one on new draws before the first request.
+    fn start_recheck(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
+        Box::new(RemoteEvaluator {
+            device,
+            devices: self.0.clone(),
+            node_devices: self.0.on_the_node_of(device),
+            started: None,
+            recheck: true,
         })
     }
 
@@ -88,7 +101,9 @@ struct RemoteEvaluator {
     devices: RemoteDevices,
     /// The devices lost with this one when its agent is.
     node_devices: Vec<DeviceId>,
-    started: Option<serde_json::Value>,
+    started: Option<EvaluatorStart>,
+    /// The agent is still to replace the device's evaluator by a re-check's.
+    recheck: bool,
 }
 
 impl RemoteEvaluator {
@@ -101,6 +116,23 @@ impl RemoteEvaluator {
             devices: self.node_devices.clone(),
         };
         let link = self.devices.link(self.device).await.map_err(lost)?;
+        if self.recheck {
+            let device = self.device;
+            let stopped = link
+                .call(|id| AgentRequest::StopDevice {
+                    id,
+                    device,
+                    then: NextDraws::Recheck,
+                })
+                .await
+                .map_err(lost)?;
+            stopped.outcome.into_done().map_err(|reason| {
+                EvalError::Start(format!(
+                    "the node agent could not start the re-check's evaluator: {reason}"
+                ))
+            })?;
+            self.recheck = false;
+        }
         let Reply { started, outcome } = link.call(make).await.map_err(lost)?;
         if started.is_some() {
             self.started = started;
@@ -167,7 +199,7 @@ impl DeviceEvaluator for RemoteEvaluator {
         })
     }
 
-    fn take_started(&mut self) -> Option<serde_json::Value> {
+    fn take_started(&mut self) -> Option<EvaluatorStart> {
         self.started.take()
     }
 
@@ -175,7 +207,11 @@ impl DeviceEvaluator for RemoteEvaluator {
         Box::pin(async move {
             let device = self.device;
             if let Ok(outcome) = self
-                .call(|id| AgentRequest::StopDevice { id, device })
+                .call(|id| AgentRequest::StopDevice {
+                    id,
+                    device,
+                    then: NextDraws::Search,
+                })
                 .await
                 && let Err(reason) = outcome.into_done()
             {

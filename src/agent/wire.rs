@@ -11,7 +11,7 @@ use actors::model::{
     Verdict, VerifyOutcome,
 };
 use actors::ports::{
-    EvalError, EvalJob, ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
+    EvalError, EvalJob, EvaluatorStart, ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
 };
 use actors::profile::KernelProfile;
 use serde::{Deserialize, Serialize};
@@ -57,10 +57,27 @@ pub enum AgentRequest {
         device: DeviceId,
         job: WireProfileJob,
     },
-    /// Ends the device's evaluator, abandoning what it is doing.
-    StopDevice { id: u64, device: DeviceId },
+    /// Ends the device's evaluator, abandoning what it is doing; the next one draws `then`'s
+    /// inputs.
+    StopDevice {
+        id: u64,
+        device: DeviceId,
+        #[serde(default)]
+        then: NextDraws,
+    },
     /// Answered at once, whatever the devices are doing: the head's sign of life.
     Ping { id: u64 },
+}
+
+/// Which inputs a device's next evaluator draws.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextDraws {
+    /// The search's draws, as every evaluator of the run.
+    #[default]
+    Search,
+    /// Draws no search evaluator drew: the finale's re-check (issue 18).
+    Recheck,
 }
 
 impl AgentRequest {
@@ -197,7 +214,7 @@ pub enum AgentMessage {
         /// What an evaluator that started during the request reported about itself (the
         /// `ready` message, with the node and host added).
         #[serde(default)]
-        started: Option<serde_json::Value>,
+        started: Option<EvaluatorStart>,
         outcome: WireOutcome,
     },
     Pong {
@@ -295,6 +312,9 @@ pub struct WireTiming {
     pub min_ms: f64,
     pub max_ms: f64,
     pub samples: u32,
+    /// The floor the node's evaluator held the timing to (issue 18).
+    #[serde(default)]
+    pub floor_ms: Option<f64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -374,6 +394,7 @@ impl WireOutcome {
                     min_ms: timed.timing.min_ms,
                     max_ms: timed.timing.max_ms,
                     samples: timed.timing.samples,
+                    floor_ms: timed.floor_ms,
                 }),
                 provenance: timed.map(|timed| timed.provenance),
             },
@@ -459,6 +480,7 @@ impl WireOutcome {
                     samples: timing.samples,
                 },
                 provenance,
+                floor_ms: timing.floor_ms,
             })),
             WireOutcome::Timed {
                 timing: None,
@@ -576,6 +598,8 @@ mod tests {
             verdict: Verdict::Passed {
                 max_abs_err: 0.01,
                 max_rel_err: 0.02,
+                rel_l2_err: Some(0.003),
+                rule: Some("|a - e| <= 0.01 + 0.01 × |e|".into()),
             },
             provenance: Provenance::Measured,
             launched_kernels: vec!["k".into()],
@@ -603,6 +627,7 @@ mod tests {
                 samples: 100,
             },
             provenance: Provenance::Measured,
+            floor_ms: Some(0.9),
         }));
         assert_eq!(
             through(WireOutcome::timed(timed.clone())).into_timed(),

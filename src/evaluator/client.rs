@@ -12,9 +12,10 @@ use actors::model::{
     DeviceId, Provenance, Reference, TAMPERED, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
 use actors::ports::{
-    DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, GroupId, LocalFuture,
-    ReferenceTiming, UserTestOutcome, UserTestRun,
+    DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, EvaluatorStart, GroupId,
+    LocalFuture, ReferenceTiming, UserTestOutcome, UserTestRun,
 };
+use actors::speed_of_light::{Floor, ProblemBytes, floor_of};
 use actors::watchdog::WatchdogClient;
 
 use super::protocol::{
@@ -49,6 +50,16 @@ pub struct DeviceSlot {
     /// subfolder per candidate, since the run directory is shared between nodes and Triton's
     /// cache must not be.
     pub triton_cache: Option<PathBuf>,
+    /// The device's row in data/gpu_specs.yaml and its peak memory bandwidth: the floor of
+    /// every timing on it (issue 18). None: no row, so no floor.
+    pub bandwidth: Option<PeakBandwidth>,
+}
+
+/// A spec row's name and its `memory_bandwidth_gb_per_s`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PeakBandwidth {
+    pub device: String,
+    pub gb_per_s: f64,
 }
 
 impl DeviceSlot {
@@ -63,14 +74,19 @@ impl DeviceSlot {
 
 pub struct PythonEvaluatorFactory {
     setup: Rc<EvaluatorSetup>,
+    /// The same, drawing the seeds after the search's: the finale's re-check.
+    recheck_setup: Rc<EvaluatorSetup>,
     slots: BTreeMap<DeviceId, DeviceSlot>,
     watchdog: WatchdogClient,
 }
 
 impl PythonEvaluatorFactory {
     pub fn new(setup: EvaluatorSetup, slots: &[DeviceSlot], watchdog: WatchdogClient) -> Self {
+        let mut recheck_setup = setup.clone();
+        recheck_setup.config.first_seed = setup.config.first_seed + setup.config.seeds;
         PythonEvaluatorFactory {
             setup: Rc::new(setup),
+            recheck_setup: Rc::new(recheck_setup),
             slots: slots
                 .iter()
                 .map(|slot| (slot.pin.device(), slot.clone()))
@@ -80,16 +96,26 @@ impl PythonEvaluatorFactory {
     }
 }
 
-impl EvaluatorFactory for PythonEvaluatorFactory {
-    fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
+impl PythonEvaluatorFactory {
+    fn evaluator(&self, setup: &Rc<EvaluatorSetup>, device: DeviceId) -> Box<dyn DeviceEvaluator> {
         match self.slots.get(&device) {
             Some(slot) => Box::new(PythonEvaluator::new(
-                self.setup.clone(),
+                setup.clone(),
                 slot.clone(),
                 self.watchdog.clone(),
             )),
             None => Box::new(Unpinned(device)),
         }
+    }
+}
+
+impl EvaluatorFactory for PythonEvaluatorFactory {
+    fn start(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
+        self.evaluator(&self.setup, device)
+    }
+
+    fn start_recheck(&self, device: DeviceId) -> Box<dyn DeviceEvaluator> {
+        self.evaluator(&self.recheck_setup, device)
     }
 }
 
@@ -123,7 +149,7 @@ impl DeviceEvaluator for Unpinned {
         Box::pin(async move { self.refusal() })
     }
 
-    fn take_started(&mut self) -> Option<serde_json::Value> {
+    fn take_started(&mut self) -> Option<EvaluatorStart> {
         None
     }
 
@@ -136,6 +162,8 @@ struct Session {
     child: RunningChild,
     pipes: ProtocolPipes,
     ready: Ready,
+    /// Under it no timing of this child is real.
+    floor: Floor,
 }
 
 pub struct PythonEvaluator {
@@ -147,8 +175,8 @@ pub struct PythonEvaluator {
     next_id: u64,
     /// A child that could not start (torch missing, problem.py broken) is not retried in a loop.
     startup_failure: Option<String>,
-    /// The ready message of a start not yet reported to the worker.
-    unreported_start: Option<serde_json::Value>,
+    /// The start not yet reported to the worker.
+    unreported_start: Option<EvaluatorStart>,
 }
 
 impl PythonEvaluator {
@@ -241,11 +269,12 @@ impl PythonEvaluator {
         match startup {
             Startup::Ready(ready) => {
                 tracing::info!(device = %self.device, "evaluator ready: {line}");
-                self.unreported_start = serde_json::to_value(&*ready).ok();
+                let floor = self.started(&ready);
                 Ok(Session {
                     child,
                     pipes,
                     ready: *ready,
+                    floor,
                 })
             }
             Startup::Failed(failed) => {
@@ -353,8 +382,10 @@ impl PythonEvaluator {
             match parse_incoming(&line, request) {
                 Ok(Incoming::Reply(reply)) => return Received::Reply(Box::new(reply)),
                 Ok(Incoming::Started(Startup::Ready(ready))) => {
-                    self.unreported_start = serde_json::to_value(&*ready).ok();
+                    let floor = self.started(&ready);
+                    let session = self.session.as_mut().expect("a request is pending");
                     session.ready = *ready;
+                    session.floor = floor;
                 }
                 Ok(Incoming::Started(Startup::Failed(failed))) => {
                     return Received::StartFailed(failed.error);
@@ -391,6 +422,21 @@ impl PythonEvaluator {
     pub fn ready(&self) -> Option<&Ready> {
         self.session.as_ref().map(|s| &s.ready)
     }
+
+    /// A child's start, kept for the worker to journal; its floor.
+    fn started(&mut self, ready: &Ready) -> Floor {
+        let floor = floor_of_ready(ready, self.slot.bandwidth.as_ref());
+        self.unreported_start = Some(EvaluatorStart {
+            ready: serde_json::to_value(ready).unwrap_or_default(),
+            floor: Some(floor.clone()),
+        });
+        floor
+    }
+
+    /// The floor of the running child, when it has one.
+    fn floor(&self) -> Option<&actors::speed_of_light::SpeedOfLight> {
+        self.session.as_ref().and_then(|s| s.floor.known())
+    }
 }
 
 impl DeviceEvaluator for PythonEvaluator {
@@ -415,6 +461,8 @@ impl DeviceEvaluator for PythonEvaluator {
                     Verdict::Passed {
                         max_abs_err: verdict.max_abs_err.unwrap_or(0.0),
                         max_rel_err: verdict.max_rel_err.unwrap_or(0.0),
+                        rel_l2_err: verdict.rel_l2_err,
+                        rule: verdict.rule,
                     },
                     verdict.launched,
                 ),
@@ -454,9 +502,15 @@ impl DeviceEvaluator for PythonEvaluator {
                 repeat: None,
             };
             let outcome = self.call(request, job.deadline).await?;
-            timing_of(outcome).map(|timing| TimeOutcome {
+            let timing = timing_of(outcome)?;
+            let floor = self.floor();
+            if let Some(refusal) = floor.and_then(|floor| floor.refusal(timing.median_ms)) {
+                return Err(EvalError::Rejected(refusal));
+            }
+            Ok(TimeOutcome {
                 timing,
                 provenance: Provenance::Measured,
+                floor_ms: floor.map(|floor| floor.floor_ms),
             })
         })
     }
@@ -474,9 +528,11 @@ impl DeviceEvaluator for PythonEvaluator {
                 repeat: None,
             };
             let timing = timing_of(self.call(request, deadline).await?)?;
+            // PyTorch's own times are held to nothing, only measured against the floor.
             Ok(Some(TimeOutcome {
                 timing,
                 provenance: Provenance::Measured,
+                floor_ms: self.floor().map(|floor| floor.floor_ms),
             }))
         })
     }
@@ -518,7 +574,7 @@ impl DeviceEvaluator for PythonEvaluator {
         })
     }
 
-    fn take_started(&mut self) -> Option<serde_json::Value> {
+    fn take_started(&mut self) -> Option<EvaluatorStart> {
         self.unreported_start.take()
     }
 
@@ -564,6 +620,25 @@ fn timing_of(outcome: ReplyOutcome) -> Result<Timing, EvalError> {
             unreachable!("parse_reply reads the reply to a time request as a timing")
         }
     }
+}
+
+/// The floor of timings on a child that reported `ready`, on a device of `bandwidth`.
+fn floor_of_ready(ready: &Ready, bandwidth: Option<&PeakBandwidth>) -> Floor {
+    let Some(memory) = &ready.memory else {
+        return Floor::Unknown {
+            reason: "the evaluator reported no sizes of the problem's inputs and outputs".into(),
+        };
+    };
+    let bytes = ProblemBytes {
+        inputs_bytes: memory.inputs_bytes,
+        outputs_bytes: memory.outputs_bytes,
+        l2_bytes: memory.l2_bytes.unwrap_or(0),
+        declared_min_bytes: memory.declared_min_bytes,
+    };
+    floor_of(
+        &bytes,
+        bandwidth.map(|row| (row.device.as_str(), row.gb_per_s)),
+    )
 }
 
 /// How waiting for a reply ended.
@@ -661,6 +736,8 @@ mod tests {
                 passed: true,
                 max_abs_err: Some(0.0),
                 max_rel_err: Some(0.0),
+                rel_l2_err: Some(0.0),
+                rule: None,
                 reason: None,
                 launched: vec!["k".into()],
                 aten_ops: vec![],
@@ -756,6 +833,8 @@ mod tests {
                 benchmark_warmup: 1,
                 benchmark_repeat: 1,
                 l2_flush_bytes: None,
+                first_seed: 0,
+                rel_l2: None,
             },
             startup_deadline: Duration::from_secs(30),
             kill_grace: Duration::from_millis(200),
@@ -781,6 +860,7 @@ mod tests {
                     folder,
                     pin,
                     triton_cache: None,
+                    bandwidth: None,
                 },
                 watchdog,
             );

@@ -29,6 +29,13 @@ pub struct EvaluatorConfig {
     pub benchmark_repeat: u32,
     /// None: twice the device's L2, at least 256 MiB.
     pub l2_flush_bytes: Option<u64>,
+    /// The first draw's seed; the draws are `first_seed .. first_seed + seeds - 1`. The
+    /// finale's re-check takes seeds no search evaluator drew (issue 18).
+    #[serde(default)]
+    pub first_seed: u32,
+    /// The bound on ||actual - expected|| / ||expected||; None: the dtype's default tolerance.
+    #[serde(default)]
+    pub rel_l2: Option<f64>,
 }
 
 /// The `--config` JSON object of `templates/profile_wrapper.py`.
@@ -121,6 +128,11 @@ pub struct Ready {
     pub draws: u32,
     pub atol: f64,
     pub rtol: f64,
+    /// The relative L2 bound (issue 18); absent from older evaluators and the stand-in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rel_l2: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seed: Option<u32>,
     pub l2_flush_bytes: u64,
     pub setup_s: f64,
     /// The draws asked for; `draws` is fewer when they did not all fit in the device's memory.
@@ -149,6 +161,12 @@ pub struct MemoryPlan {
     pub outputs_bytes: u64,
     pub first_draw_peak_bytes: u64,
     pub flush_bytes: u64,
+    /// The device's L2, as torch reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l2_bytes: Option<u64>,
+    /// problem.py's `MIN_BYTES`: a smaller floor the problem declares (issue 18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_min_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,6 +257,12 @@ pub struct VerifyVerdict {
     /// The largest over the draws compared; None when no output was compared.
     pub max_abs_err: Option<f64>,
     pub max_rel_err: Option<f64>,
+    /// The largest ||actual - expected|| / ||expected|| over the outputs compared.
+    #[serde(default)]
+    pub rel_l2_err: Option<f64>,
+    /// The tolerance the outputs were judged by, in words.
+    #[serde(default)]
+    pub rule: Option<String>,
     /// Why it failed; None when it passed.
     pub reason: Option<String>,
     /// The Triton kernels of the checked calls, in first-launch order.
@@ -757,11 +781,14 @@ mod tests {
             benchmark_warmup: 25,
             benchmark_repeat: 100,
             l2_flush_bytes: None,
+            first_seed: 3,
+            rel_l2: None,
         };
         let written: serde_json::Value = serde_json::to_value(&config).unwrap();
         let expected: serde_json::Value = serde_json::from_str(
             r#"{"allowlist":"data/aten_allowlist.yaml","dtype":null,"atol":null,"rtol":0.02,
-                "seeds":3,"benchmark_warmup":25,"benchmark_repeat":100,"l2_flush_bytes":null}"#,
+                "seeds":3,"benchmark_warmup":25,"benchmark_repeat":100,"l2_flush_bytes":null,
+                "first_seed":3,"rel_l2":null}"#,
         )
         .unwrap();
         assert_eq!(written, expected);

@@ -474,6 +474,8 @@ mod tests {
                 time_ms: Some(0.4),
                 provenance: None,
                 error: None,
+                floor_ms: None,
+                speed_of_light_pct: None,
             },
         ]);
         assert!(board.counts_down());

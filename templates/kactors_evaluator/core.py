@@ -13,9 +13,10 @@ import triton
 import kernel_call
 
 from . import timing, verify
+from .verify import StreamGate
 from .allowlist import load_allowlist
 from .audit import Audit, checksums_of, guard_audit_hooks
-from .checks import DEFAULT_TOLERANCE, Rules, compare, compare_blocks
+from .checks import DEFAULT_TOLERANCE, Rules, compare, compare_blocks, reference_scale
 from .draws import gib, plan_draws
 from .gpu import (
     MEMORY_CAP_VARIABLE,
@@ -58,6 +59,8 @@ class Draw:
         self.inputs = inputs
         self.expected = expected
         self.expected_sums = checksum(expected)
+        # Each reference output's RMS: how small the absolute tolerance gets (checks.Rules).
+        self.scales = [reference_scale(t) for t in expected]
 
 
 class Candidate:
@@ -92,6 +95,7 @@ class Evaluator:
         self.settings = settings
         self.allowlist = load_allowlist(settings.allowlist_path)
         self.launch_log = kernel_call.LaunchLog()
+        self.stream_gate = StreamGate()
         self.recorder_class = None
         self.audit = None
         self.candidate = None
@@ -107,6 +111,7 @@ class Evaluator:
         CUDA for the current stream; and too small for CPU threads to start, which would not
         survive a fork.)"""
         kernel_call.install_launch_hook(triton, self.launch_log)
+        kernel_call.install_launch_hook(triton, self.stream_gate)
         self.recorder_class = aten_recorder_class()
         from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -118,7 +123,13 @@ class Evaluator:
         with torch.no_grad(), FirstUse():
             probe = torch.ones(8)
             torch.empty_like(probe).copy_(probe)
-        self.audit = Audit(self, own_kernels=[("compare_blocks", compare_blocks)])
+        self.audit = Audit(
+            self,
+            own_kernels=[
+                ("compare_blocks", compare_blocks),
+                ("change_blocks", timing.change_blocks),
+            ],
+        )
 
     def fork_hazard(self):
         """Why a child forked now could not use CUDA, or None."""
@@ -142,10 +153,14 @@ class Evaluator:
         tolerance = DEFAULT_TOLERANCE[str(self.dtype).replace("torch.", "")]
         atol = self.settings.atol if self.settings.atol is not None else tolerance
         rtol = self.settings.rtol if self.settings.rtol is not None else tolerance
-        self.rules = Rules(atol, rtol, self.allowlist)
+        rel_l2 = self.settings.rel_l2 if self.settings.rel_l2 is not None else tolerance
+        self.rules = Rules(atol, rtol, rel_l2, self.allowlist)
+        self.declared_min_bytes = declared_min_bytes(problem)
         l2_bytes = getattr(props, "L2_cache_size", 0) or 0
         flush_bytes = self.settings.l2_flush_bytes or max(2 * l2_bytes, MIN_L2_FLUSH_BYTES)
         memory = self.draw_inputs(problem, flush_bytes, props)
+        memory["l2_bytes"] = l2_bytes
+        memory["declared_min_bytes"] = self.declared_min_bytes
         self.l2_flush = torch.zeros(flush_bytes, dtype=torch.uint8, device="cuda")
         self.warm_up_own_paths()
         ready = {
@@ -158,6 +173,8 @@ class Evaluator:
             "memory": memory,
             "atol": atol,
             "rtol": rtol,
+            "rel_l2": rel_l2,
+            "first_seed": self.settings.first_seed,
             "l2_flush_bytes": flush_bytes,
         }
         if self.integrity:
@@ -169,7 +186,8 @@ class Evaluator:
     def draw_inputs(self, problem, flush_bytes, props):
         """Builds the model and the draws: all `seeds` when they fit in the device's memory,
         else as many as fit but at least two, judged from the first draw's size and peak."""
-        seeds = list(range(self.settings.seeds))
+        first = self.settings.first_seed
+        seeds = list(range(first, first + self.settings.seeds))
         device_name = props.name
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -232,15 +250,25 @@ class Evaluator:
             copy = torch.empty_like(probe)
             copy.copy_(probe)
         compare(copy, probe, self.rules.atol, self.rules.rtol)
+        timing.change_content([probe], [copy], 1 << 40)
+        reference_scale(copy)
         checksum([copy])
         checksums_of([copy, self.l2_flush])
         torch.ones(1 << 16).sum().item()
+        self.stream_gate.calibrate()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         self.l2_flush.zero_()
         end.record()
         end.synchronize()
         start.elapsed_time(end)
+
+    def reference_of(self, inputs):
+        """The problem's reference outputs for `inputs` (left as they are) and their scales."""
+        with torch.device("cuda"), torch.no_grad():
+            expected = as_tensor_list(self.model(*clone_values(inputs)), "Model.forward")
+        expected = [t.detach() for t in expected]
+        return expected, [reference_scale(t) for t in expected]
 
     def kept_tensors(self):
         """(name, tensor) for every tensor the evaluator keeps between requests, as they are now."""
@@ -431,6 +459,19 @@ class Evaluator:
             device_wide_end=False,
             candidate_kernels=None,
         )
+
+
+def declared_min_bytes(problem):
+    """problem.py's MIN_BYTES: the bytes a correct kernel must move at least, declared by a
+    problem whose output does not depend on all of its inputs (issue 18); None when absent."""
+    value = getattr(problem, "MIN_BYTES", None)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise EvaluatorError(
+            f"problem.py MIN_BYTES must be a whole number of bytes >= 0, got {value!r}"
+        )
+    return value
 
 
 def serve_child(evaluator, connection):

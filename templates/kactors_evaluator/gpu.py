@@ -28,16 +28,22 @@ def aten_recorder_class():
     class AtenRecorder(TorchDispatchMode):
         """Records every aten operation of a call, and whether one ran off the timing stream."""
 
-        def __init__(self, timing_stream):
+        def __init__(self, timing_stream, on_side_stream=None):
             super().__init__()
             self.ops = []
             self.timing_stream = timing_stream
             self.off_stream = False
+            # Called with the stream an operation is about to run on, when it is not the
+            # timing stream, before the operation is queued there (verify's stream gate).
+            self.on_side_stream = on_side_stream
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             self.ops.append(str(func))
-            if torch.cuda.current_stream().cuda_stream != self.timing_stream:
+            stream = torch.cuda.current_stream().cuda_stream
+            if stream != self.timing_stream:
                 self.off_stream = True
+                if self.on_side_stream is not None:
+                    self.on_side_stream(stream)
             return func(*args, **(kwargs or {}))
 
     return AtenRecorder

@@ -24,6 +24,8 @@ CONFIG_KEYS = {
     "benchmark_repeat",
     "allowlist",
     "l2_flush_bytes",
+    "first_seed",
+    "rel_l2",
 }
 
 
@@ -69,7 +71,10 @@ class Settings:
         self.dtype = DTYPE_ALIASES[dtype] if dtype is not None else None
         self.atol = _optional_number(raw, "atol")
         self.rtol = _optional_number(raw, "rtol")
+        self.rel_l2 = _optional_number(raw, "rel_l2")
         self.seeds = _whole(raw, "seeds", 3, minimum=1)
+        # The finale's re-check draws seeds no search evaluator used (issue 18).
+        self.first_seed = _whole(raw, "first_seed", 0, minimum=0)
         self.benchmark_warmup = _whole(raw, "benchmark_warmup", 25, minimum=0)
         self.benchmark_repeat = _whole(raw, "benchmark_repeat", 100, minimum=1)
         flush = raw.get("l2_flush_bytes")
@@ -109,6 +114,8 @@ def unjudged_verdict():
         "passed": False,
         "max_abs_err": None,
         "max_rel_err": None,
+        "rel_l2_err": None,
+        "rule": None,
         "reason": None,
         "launched": [],
         "aten_ops": [],

@@ -1,8 +1,10 @@
 """Verification: a candidate's first call (compile and autotune), then one checked call per
 draw, each on a fresh copy of the draw's inputs: its own Triton kernels launched, no PyTorch
-operation the allowlist refuses, outputs like the reference's, a fresh output buffer for each
-call, an output that changes when the inputs do."""
+operation the allowlist refuses, its output complete on the caller's stream when it returns,
+outputs like the reference's, a fresh output buffer for each call, an output that changes when
+the inputs do."""
 
+import contextlib
 import time
 
 import torch
@@ -12,9 +14,79 @@ import kernel_call
 from .gpu import checksum, poison, storage_of
 from .protocol import Rejection
 
+UNJOINED = (
+    "the output was not ready on the caller's stream: kernel_function left work on another "
+    "stream that the caller does not wait for"
+)
+# How long the gate holds a side stream back: twice the call's time before, within bounds. A
+# caller's stream whose own work outlasts the gate could hide an unjoined stream, so the gate
+# errs long; it costs only candidates that use side streams.
+GATE_MIN_S = 0.005
+GATE_MAX_S = 1.0
+
+
+class StreamGate:
+    """Holds back the work a call puts on any stream but the caller's (issue 18).
+
+    Armed for one call, it queues a spin of a known length (torch.cuda._sleep) on each other
+    stream right before the first Triton launch or PyTorch operation the call puts there, as
+    Triton's launch hook and the aten recorder report them. When kernel_function returns, the
+    caller's stream alone is waited for: if the caller's stream waits for that work (an event,
+    wait_stream), the spin and the work are over by then; if it does not, a held-back stream
+    is still busy, and the output was not ready where the caller would read it. Waiting for the
+    whole device instead, as a synchronize does, hides the race.
+    """
+
+    def __init__(self):
+        self.caller = None
+        self.cycles = 0
+        self.held = []
+        self.cycles_per_s = None
+
+    def calibrate(self):
+        """Measures the device's spin rate once (cycles per second of torch.cuda._sleep)."""
+        cycles = 1 << 20
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(cycles)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        self.cycles_per_s = cycles / max(start.elapsed_time(end) / 1e3, 1e-6)
+
+    @contextlib.contextmanager
+    def armed(self, caller, seconds):
+        self.caller = caller
+        self.cycles = int(self.cycles_per_s * seconds)
+        self.held = []
+        try:
+            yield self
+        finally:
+            self.caller = None
+
+    def __call__(self, metadata):
+        """Triton's launch-enter hook."""
+        if self.caller is None:
+            return
+        data = getattr(metadata, "data", metadata)
+        if isinstance(data, dict):
+            self.hold(data.get("stream"))
+
+    def hold(self, stream):
+        if self.caller is None or stream is None or stream == self.caller or stream in self.held:
+            return
+        self.held.append(stream)
+        with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+            torch.cuda._sleep(self.cycles)
+
+    def unjoined(self):
+        """Whether a held-back stream is still busy (call it once the caller's stream is done)."""
+        return any(not torch.cuda.ExternalStream(stream).query() for stream in self.held)
+
 
 def check_candidate(evaluator, candidate, verdict):
-    fn, timing_stream = candidate.function, torch.cuda.current_stream().cuda_stream
+    caller = torch.cuda.current_stream()
+    fn, timing_stream = candidate.function, caller.cuda_stream
     # The first call compiles and autotunes, outside the aten recorder: Triton's autotuner
     # runs PyTorch operations of its own (cache flushes, timing) that are not the candidate's.
     inputs = evaluator.fresh_inputs(evaluator.draws[0])
@@ -23,7 +95,8 @@ def check_candidate(evaluator, candidate, verdict):
         args, kwargs = candidate.binding.arguments(inputs)
         result = fn(*args, **kwargs)
         torch.cuda.synchronize()
-    verdict["compile_s"] = round(time.perf_counter() - started, 4)
+    previous_call_s = time.perf_counter() - started
+    verdict["compile_s"] = round(previous_call_s, 4)
     # Every buffer the candidate could hand back again is held and holds NaN from here on:
     # a reused buffer is rejected by address, and an unwritten one cannot pass as an answer.
     held = evaluator.rules.output_tensors(result, inputs)
@@ -41,13 +114,22 @@ def check_candidate(evaluator, candidate, verdict):
         if index == 0:
             # The verified call, as the profiled wrapper's measured call must be too.
             kernel_call.record_call("evaluator", candidate.path, fn, args, kwargs)
-        recorder = evaluator.recorder_class(timing_stream)
+        gate = evaluator.stream_gate
+        recorder = evaluator.recorder_class(timing_stream, on_side_stream=gate.hold)
+        hold_s = min(max(2 * previous_call_s, GATE_MIN_S), GATE_MAX_S)
         started = time.perf_counter()
         with evaluator.launch_log.window() as log, torch.no_grad():
-            with recorder:
+            with gate.armed(timing_stream, hold_s), recorder:
                 result = fn(*args, **kwargs)
+            caller_done = torch.cuda.Event()
+            caller_done.record(caller)
+            caller_done.synchronize()
+            unjoined = gate.unjoined()
             torch.cuda.synchronize()
-        run_s += time.perf_counter() - started
+        previous_call_s = time.perf_counter() - started
+        run_s += previous_call_s
+        if unjoined:
+            raise Rejection(f"{UNJOINED} (draw {index})")
         verdict["run_s"] = round(run_s, 4)
         for name in log.names:
             if name not in launched:
@@ -68,7 +150,9 @@ def check_candidate(evaluator, candidate, verdict):
                     f"kernel_function returned the same output buffer for different inputs "
                     f"(draw {index} got a buffer an earlier call returned)"
                 )
-        evaluator.rules.check_outputs(outputs, draw, f"draw {index} (seed {draw.seed})", verdict)
+        evaluator.rules.check_outputs(
+            outputs, draw.expected, draw.scales, f"draw {index} (seed {draw.seed})", verdict
+        )
         sums = checksum(outputs)
         if (
             index > 0

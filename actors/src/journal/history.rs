@@ -230,6 +230,8 @@ mod tests {
             reason: None,
             launched_kernels: Vec::new(),
             seconds: None,
+            floor_ms: None,
+            speed_of_light_pct: None,
         }
     }
 

@@ -10,6 +10,7 @@ use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{DeviceId, RankedKernel, Verdict};
 use crate::ports::{AgentLoss, EvalError, EvalJob, ProfileError, ProfileJob};
 use crate::search_state::Evaluation;
+use crate::speed_of_light::percent_of_light;
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
@@ -281,6 +282,12 @@ pub(super) fn evaluated(
         .ok()
         .and_then(lost_devices)
         .map(|(_, reason)| format!("device lost: {reason}"));
+    let floor_ms = result
+        .as_ref()
+        .ok()
+        .and_then(|evaluated| evaluated.time.as_ref())
+        .and_then(|time| time.as_ref().ok())
+        .and_then(|timed| timed.floor_ms);
     let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
         Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
         Ok(_) if lost.is_some() => (EvaluationOutcome::DeviceLost, None, None, lost, Vec::new()),
@@ -349,6 +356,10 @@ pub(super) fn evaluated(
         reason,
         launched_kernels,
         seconds: None,
+        floor_ms,
+        speed_of_light_pct: floor_ms
+            .zip(time_ms)
+            .and_then(|(floor, time)| percent_of_light(floor, time)),
     }
 }
 

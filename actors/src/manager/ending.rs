@@ -9,7 +9,7 @@ use actix::prelude::*;
 
 use crate::finale::{self, FinaleJob};
 use crate::journal::{Event, RunOutcome};
-use crate::model::{DeviceId, RankedKernel};
+use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::supervision::RunDone;
 
 use super::{Input, Manager, Stop, StopRun};
@@ -53,10 +53,20 @@ impl Manager {
                 kernels.push((member.id, member.source));
             }
         }
+        let profiled: BTreeSet<CandidateId> = kernels
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| self.state.has_profile(*id))
+            .collect();
+        let profiling = self.state.profiling();
+        let mut beam = self.state.beam();
+        if beam.iter().all(|member| member.id != best.id) {
+            beam.insert(0, best);
+        }
         let job = FinaleJob {
             kernels,
-            profile_best: self.state.profiling() && !self.state.has_profile(best.id),
-            best,
+            beam,
+            needs_profile: Box::new(move |id| profiling && !profiled.contains(&id)),
             device,
             worker: self.peers.workers[&device].clone(),
             collector: self.peers.collector.clone(),
@@ -67,8 +77,7 @@ impl Manager {
         let me = ctx.address();
         ctx.spawn(
             async move {
-                let profile = finale::run(job).await;
-                me.do_send(Input::FinaleDone(profile));
+                me.do_send(Input::FinaleDone(finale::run(job).await));
             }
             .into_actor(self),
         );

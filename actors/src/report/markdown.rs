@@ -126,11 +126,12 @@ impl RunSummary {
             (Some((candidate, ms)), initial) => {
                 let _ = writeln!(
                     out,
-                    "Candidate {candidate}: {ms:.4} ms (initial kernel {}; speedup {}). Source: best_kernel.py.",
+                    "Candidate {candidate}: {ms:.4} ms (initial kernel {}; speedup {}; {} of the speed of light). Source: best_kernel.py.",
                     initial
                         .map(|i| format!("{i:.4} ms"))
                         .unwrap_or_else(|| "not measured".into()),
-                    self.speedup(Some(ms))
+                    self.speedup(Some(ms)),
+                    self.verification.percent_text(candidate)
                 );
             }
             (None, _) => {
@@ -146,6 +147,7 @@ impl RunSummary {
             reference(self.eager_ms),
             reference(self.compile_ms)
         );
+        self.verification.render(&mut out);
         let _ = writeln!(out, "\n## Devices\n");
         let _ = writeln!(
             out,

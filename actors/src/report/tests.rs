@@ -205,3 +205,88 @@ fn two_devices_of_n2() -> (Event, RunSummary) {
     };
     (started, RunSummary::default())
 }
+
+/// Issue 18: a device with no row in data/gpu_specs.yaml has no speed of light: the report
+/// says why, and no time is checked against a floor or reported as a share of one.
+#[test]
+fn a_device_without_a_bandwidth_row_has_no_floor_and_the_report_says_so() {
+    let mut summary = RunSummary::default();
+    summary.observe(&record(Event::EvaluatorStarted {
+        device: DeviceId(0),
+        ready: serde_json::json!({"atol": 0.01, "rtol": 0.01, "rel_l2": 0.01}),
+        floor: Some(crate::speed_of_light::floor_of(
+            &crate::speed_of_light::ProblemBytes {
+                inputs_bytes: 1 << 30,
+                outputs_bytes: 0,
+                l2_bytes: 0,
+                declared_min_bytes: None,
+            },
+            None,
+        )),
+    }));
+    let report = summary.render_markdown();
+    assert!(
+        report.contains(
+            "No speed of light: the device has no row in data/gpu_specs.yaml, so its peak memory bandwidth is unknown. No time was checked against a floor."
+        ),
+        "{report}"
+    );
+    assert!(
+        report.contains("||a - e|| / ||e|| <= 0.01 over each output"),
+        "{report}"
+    );
+}
+
+/// Issue 18: a run whose problem declares MIN_BYTES says it uses the smaller floor, and a
+/// profiled call that read far less than it is flagged.
+#[test]
+fn a_declared_floor_is_named_and_a_profile_that_read_too_little_is_flagged() {
+    use crate::profile::{Bottleneck, KernelProfile, Roofline};
+    let floor = crate::speed_of_light::floor_of(
+        &crate::speed_of_light::ProblemBytes {
+            inputs_bytes: 4 << 30,
+            outputs_bytes: 4096,
+            l2_bytes: 0,
+            declared_min_bytes: Some(1 << 30),
+        },
+        Some(("NVIDIA H200", 4800.0)),
+    );
+    let mut summary = RunSummary::default();
+    summary.observe(&record(Event::EvaluatorStarted {
+        device: DeviceId(0),
+        ready: serde_json::json!({}),
+        floor: Some(floor),
+    }));
+    summary.observe(&record(Event::ProfileRecorded {
+        candidate: CandidateId(3),
+        device: DeviceId(0),
+        bottleneck: "memory".into(),
+        duration_ms: Some(0.01),
+        analysis: String::new(),
+        at_roofline: false,
+        details: Some(KernelProfile {
+            vendor: crate::model::Vendor::Nvidia,
+            kernels: vec!["memo".into()],
+            duration_ms: 0.01,
+            roofline: Roofline {
+                bottleneck: Bottleneck::Memory,
+                memory_sol_pct: 1.0,
+                compute_sol_pct: None,
+                efficiency_pct: 1.0,
+                at_roofline: false,
+            },
+            counters: Default::default(),
+            metrics: [("dram__bytes_read.sum".to_string(), 16_384.0)].into(),
+            instruction_mix: None,
+        }),
+    }));
+    let report = summary.render_markdown();
+    assert!(
+        report.contains("moving the 1.0 GiB problem.py declares as MIN_BYTES"),
+        "{report}"
+    );
+    assert!(
+        report.contains("**Flagged:** candidate 3's profiled call read 16.0 KiB from memory, but problem.py's MIN_BYTES is 1.0 GiB"),
+        "{report}"
+    );
+}

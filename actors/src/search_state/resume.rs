@@ -48,6 +48,8 @@ impl SearchState {
                     reason: Some(TWICE_IN_FLIGHT.into()),
                     launched_kernels: Vec::new(),
                     seconds: None,
+                    floor_ms: None,
+                    speed_of_light_pct: None,
                 })
             })
             .collect()

@@ -51,6 +51,8 @@ fn evaluated(
         },
         launched_kernels: vec!["k".into()],
         seconds: None,
+        floor_ms: None,
+        speed_of_light_pct: None,
     }
 }
 

@@ -498,8 +498,23 @@ fn a_time_below_the_devices_speed_of_light_is_rejected_naming_both_figures() {
             "02_honest.py",
             "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x + 2\n",
         ),
+        (
+            "03_memo_of_seen_content.py",
+            "# standin: pass time_ms=1.6 seen_ms=0.02\ndef kernel_function(x):\n    return x + 3\n",
+        ),
     ]);
     let (run, records) = completed(&node);
+    let memo = finished(&records, 3)["reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        memo.contains("on content it had seen before it timed 0.02 ms, but moving its 4.0 GiB")
+            && memo.ends_with(
+                "on new content it took 1.6 ms: it answers from a memo of earlier calls"
+            ),
+        "{memo}"
+    );
     let reason = finished(&records, 1)["reason"]
         .as_str()
         .unwrap()

@@ -48,6 +48,10 @@ pub enum EvalError {
     Start(String),
     #[error("evaluator rejected the request: {0}")]
     Rejected(String),
+    /// The evaluator timed the candidate, but kactors cannot believe the time: it is below the
+    /// device's speed of light, or fast only on content the kernel had seen (issue 18).
+    #[error("its time cannot be real: {0}")]
+    ImpossibleTiming(String),
     /// The device is gone for the rest of the run: the node that holds it failed (its node
     /// agent's step ended, or the agent stopped answering and was cancelled). Nothing sent to
     /// this device, or to the `devices` lost with it (its node's, itself included), can

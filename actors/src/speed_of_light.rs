@@ -135,24 +135,58 @@ impl SpeedOfLight {
     }
 }
 
+/// Under this share of its timed median, a kernel's time on content it had seen before marks a
+/// memo: an honest kernel takes as long on any content of the same shape, the L2 flushed.
+pub const MEMO_SHARE: f64 = 0.5;
+
+/// Why a timing cannot be the kernel's real cost, or None. `median_ms` is the median of calls on
+/// content no call had before; `seen_content_ms` that of calls on content it had been shown
+/// (issue 18): a kernel that answers from a memo of earlier calls is fast only there.
+pub fn impossible_timing(
+    floor: Option<&SpeedOfLight>,
+    median_ms: f64,
+    seen_content_ms: Option<f64>,
+) -> Option<String> {
+    if let Some(refusal) = floor.and_then(|floor| floor.refusal(median_ms)) {
+        return Some(refusal);
+    }
+    let seen = seen_content_ms.filter(|seen| seen.is_finite() && *seen >= 0.0)?;
+    if let Some(refusal) = floor.and_then(|floor| floor.refusal(seen)) {
+        return Some(format!(
+            "on content it had seen before it {refusal}; on new content it took {}: it answers \
+             from a memo of earlier calls",
+            milliseconds(median_ms)
+        ));
+    }
+    (seen < MEMO_SHARE * median_ms).then(|| {
+        format!(
+            "timed {} on content no call had before, but {} on content it had seen: it answers \
+             from a memo of earlier calls, not by computing",
+            milliseconds(median_ms),
+            milliseconds(seen)
+        )
+    })
+}
+
 /// `floor_ms / time_ms` as a percentage, when both are positive.
 pub fn percent_of_light(floor_ms: f64, time_ms: f64) -> Option<f64> {
     (floor_ms > 0.0 && time_ms > 0.0 && time_ms.is_finite()).then(|| floor_ms / time_ms * 100.0)
 }
 
-/// `0.015 ms`, `0.89 ms`, `12.3 ms`: three significant figures.
+/// `0.015 ms`, `0.895 ms`, `1.6 ms`, `12.3 ms`, `250 ms`: three significant figures at most.
 pub fn milliseconds(ms: f64) -> String {
-    if ms >= 100.0 {
-        format!("{ms:.0} ms")
-    } else if ms >= 10.0 {
-        format!("{ms:.1} ms")
-    } else if ms >= 1.0 {
-        format!("{ms:.2} ms")
+    let digits = if ms > 0.0 && ms.is_finite() {
+        (2 - ms.log10().floor() as i32).clamp(0, 9) as usize
     } else {
-        let digits = (2 - ms.log10().floor() as i32).clamp(2, 9) as usize;
-        let text = format!("{ms:.digits$}");
-        format!("{} ms", text.trim_end_matches('0'))
-    }
+        0
+    };
+    let text = format!("{ms:.digits$}");
+    let text = if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.')
+    } else {
+        &text
+    };
+    format!("{text} ms")
 }
 
 /// `4.0 GiB`, `12.0 MiB`, `512 B`.
@@ -303,12 +337,40 @@ mod tests {
         assert_eq!(serde_json::from_value::<Floor>(json).unwrap(), floor);
     }
 
+    /// A memo is fast only on content it has seen: the floor names it where it applies, the
+    /// ratio of the two medians where the problem is too small for a floor.
+    #[test]
+    fn a_kernel_fast_only_on_content_it_had_seen_is_a_memo() {
+        let floor = floor_of(&matvec(), h200()).known().cloned().unwrap();
+        let big = impossible_timing(Some(&floor), 1.56, Some(0.015)).unwrap();
+        assert_eq!(
+            big,
+            "on content it had seen before it timed 0.015 ms, but moving its 4.0 GiB of inputs \
+             and outputs takes at least 0.895 ms at the NVIDIA H200's 4.8 TB/s: faster than the \
+             device's memory allows; on new content it took 1.56 ms: it answers from a memo of \
+             earlier calls"
+        );
+        let small = impossible_timing(None, 0.012, Some(0.004)).unwrap();
+        assert_eq!(
+            small,
+            "timed 0.012 ms on content no call had before, but 0.004 ms on content it had seen: \
+             it answers from a memo of earlier calls, not by computing"
+        );
+        assert_eq!(impossible_timing(Some(&floor), 1.56, Some(1.55)), None);
+        assert_eq!(impossible_timing(None, 0.012, Some(0.0061)), None);
+        assert_eq!(impossible_timing(None, 0.012, None), None);
+        assert!(impossible_timing(Some(&floor), 0.5, None).is_some());
+    }
+
     #[test]
     fn figures_read_as_people_write_them() {
         assert_eq!(milliseconds(0.015), "0.015 ms");
         assert_eq!(milliseconds(0.8952), "0.895 ms");
         assert_eq!(milliseconds(1.554), "1.55 ms");
         assert_eq!(milliseconds(12.34), "12.3 ms");
+        assert_eq!(milliseconds(1.6), "1.6 ms");
+        assert_eq!(milliseconds(250.4), "250 ms");
+        assert_eq!(milliseconds(0.0), "0 ms");
         assert_eq!(bytes_text(512), "512 B");
         assert_eq!(bytes_text(4 * GIB), "4.0 GiB");
         assert_eq!(bandwidth_text(900.0), "900 GB/s");

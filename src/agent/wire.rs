@@ -332,6 +332,7 @@ pub enum WireEvalError {
     TimedOut { deadline_s: f64 },
     Start { reason: String },
     Rejected { reason: String },
+    ImpossibleTiming { reason: String },
 }
 
 impl From<&EvalError> for WireEvalError {
@@ -347,6 +348,9 @@ impl From<&EvalError> for WireEvalError {
                 reason: reason.clone(),
             },
             EvalError::Rejected(reason) => WireEvalError::Rejected {
+                reason: reason.clone(),
+            },
+            EvalError::ImpossibleTiming(reason) => WireEvalError::ImpossibleTiming {
                 reason: reason.clone(),
             },
             // An agent's own devices are never lost to it; the head says so of a whole node.
@@ -367,6 +371,7 @@ impl From<WireEvalError> for EvalError {
             },
             WireEvalError::Start { reason } => EvalError::Start(reason),
             WireEvalError::Rejected { reason } => EvalError::Rejected(reason),
+            WireEvalError::ImpossibleTiming { reason } => EvalError::ImpossibleTiming(reason),
         }
     }
 }
@@ -641,6 +646,7 @@ mod tests {
             EvalError::TimedOut(Duration::from_millis(2500)),
             EvalError::Start("no torch".into()),
             EvalError::Rejected("busy".into()),
+            EvalError::ImpossibleTiming("timed 0.015 ms, but …".into()),
         ] {
             assert_eq!(
                 through(WireOutcome::timed(Err(error.clone()))).into_timed(),

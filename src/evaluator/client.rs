@@ -15,7 +15,7 @@ use actors::ports::{
     DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, EvaluatorStart, GroupId,
     LocalFuture, ReferenceTiming, UserTestOutcome, UserTestRun,
 };
-use actors::speed_of_light::{Floor, ProblemBytes, floor_of};
+use actors::speed_of_light::{Floor, ProblemBytes, floor_of, impossible_timing};
 use actors::watchdog::WatchdogClient;
 
 use super::protocol::{
@@ -502,10 +502,14 @@ impl DeviceEvaluator for PythonEvaluator {
                 repeat: None,
             };
             let outcome = self.call(request, job.deadline).await?;
+            let seen_content_ms = match &outcome {
+                ReplyOutcome::Timed(TimedReply::Timed(stats)) => stats.seen_content_ms,
+                _ => None,
+            };
             let timing = timing_of(outcome)?;
             let floor = self.floor();
-            if let Some(refusal) = floor.and_then(|floor| floor.refusal(timing.median_ms)) {
-                return Err(EvalError::Rejected(refusal));
+            if let Some(refusal) = impossible_timing(floor, timing.median_ms, seen_content_ms) {
+                return Err(EvalError::ImpossibleTiming(refusal));
             }
             Ok(TimeOutcome {
                 timing,

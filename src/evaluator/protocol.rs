@@ -294,6 +294,10 @@ pub struct TimingStats {
     pub samples: u32,
     /// The fewest Triton launches of one timed call (0 for PyTorch eager).
     pub launches_per_call: u32,
+    /// The median of a few calls after the timed ones on content the kernel had been shown
+    /// before (issue 18); absent for PyTorch's references and from the stand-in unless asked.
+    #[serde(default)]
+    pub seen_content_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

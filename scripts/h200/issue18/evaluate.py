@@ -31,7 +31,10 @@ def main(script, kernel_dir, work, candidates):
     print(json.dumps({"ready": evaluator.readies[0]}), flush=True)
     for candidate in candidates:
         verify, time = judge(evaluator, staged(work, candidate))
-        print(json.dumps({"candidate": Path(candidate).name, "verify": verify, "time": time}), flush=True)
+        print(
+            json.dumps({"candidate": Path(candidate).name, "verify": verify, "time": time}),
+            flush=True,
+        )
     evaluator.close()
 
 

@@ -126,8 +126,10 @@ def check_candidate(evaluator, candidate, verdict):
             caller_done.synchronize()
             unjoined = gate.unjoined()
             torch.cuda.synchronize()
-        previous_call_s = time.perf_counter() - started
-        run_s += previous_call_s
+        call_s = time.perf_counter() - started
+        run_s += call_s
+        # The next gate's length, from this call's own time: without the spin it held back.
+        previous_call_s = max(call_s - (hold_s if gate.held else 0.0), 0.0)
         if unjoined:
             raise Rejection(f"{UNJOINED} (draw {index})")
         verdict["run_s"] = round(run_s, 4)

@@ -22,13 +22,7 @@ RESULTS=$WORK/results.txt
 mkdir -p "$LOGS" "$WORK/runs"
 : > "$RESULTS"
 STARTED=$(date +%s)
-# A phase may take `wanted` seconds, or what is left of the budget (at least 30).
-allowed() {
-    local left=$((BUDGET_S - ($(date +%s) - STARTED)))
-    [ "$left" -lt 30 ] && left=30
-    [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
-}
-result() { echo "$1" >> "$RESULTS"; }
+. scripts/h200/budget.sh
 
 {
     date -u +%Y-%m-%dT%H:%M:%SZ

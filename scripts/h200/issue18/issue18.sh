@@ -29,12 +29,7 @@ mkdir -p "$LOGS" "$WORK/runs" "$WORK/configs"
 : > "$RESULTS"
 : > "$OUT/searches.md"
 STARTED=$(date +%s)
-allowed() {
-    local left=$((BUDGET_S - ($(date +%s) - STARTED)))
-    [ "$left" -lt 30 ] && left=30
-    [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
-}
-result() { echo "$1" >> "$RESULTS"; }
+. scripts/h200/budget.sh
 
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
@@ -58,14 +53,19 @@ finish() {
         --exclude='*.cubin' -C "$WORK" runs 2>/dev/null
 }
 
-# A kernel directory as the search sees it: the problem's files and a short test.py.
+# A kernel directory as the search sees it: the problem's files (input.py from INITIAL, when
+# given) and a short test.py.
 kernel_dir() {
-    local name=$1 from=$2
+    local name=$1 from=$2 initial=${3:-$2/input.py}
     mkdir -p "$WORK/kernels/$name"
-    cp "$from/problem.py" "$from/input.py" "$WORK/kernels/$name/"
+    cp "$from/problem.py" "$WORK/kernels/$name/"
+    grep -v '^# expect:' "$initial" > "$WORK/kernels/$name/input.py"
     cp "$HERE/quick_test.py" "$WORK/kernels/$name/test.py"
     echo "$WORK/kernels/$name"
 }
+# The matvec adversaries, written from the example's candidates.
+python3 "$HERE/adversaries.py" "$WORK/candidates/matvec"
+C=$WORK/candidates
 
 # search NAME KERNEL_DIR REPLAY_DIR WANTED_S: one search of the replay folder's files in order.
 search() {
@@ -102,29 +102,29 @@ finish
 
 # 1. The adversaries on the 4 GiB matvec.
 matvec=$(kernel_dir matvec examples/optimize_01_matvec)
-run=$(search adversaries-matvec "$matvec" "$HERE/candidates/matvec" 150)
+run=$(search adversaries-matvec "$matvec" "$C/matvec" 150)
 checked adversaries-matvec "$run" "$matvec_example"
 finish
 
 # 2. The same on 8 MiB.
-small=$(kernel_dir small "$HERE/small_matvec")
-run=$(search adversaries-small "$small" "$HERE/candidates/matvec" 90)
+small=$(kernel_dir small "$HERE/small_matvec" "$C/matvec/00_honest_pipelined.py")
+run=$(search adversaries-small "$small" "$C/matvec" 90)
 checked adversaries-small "$run"
 finish
 
 # 3. The softmax cheat.
-softmax=$(kernel_dir softmax "$HERE/softmax")
+softmax=$(kernel_dir softmax "$HERE/softmax" "$HERE/candidates/softmax/00_honest_online_softmax.py")
 run=$(search softmax "$softmax" "$HERE/candidates/softmax" 90)
 checked softmax "$run"
 finish
 
 # 5. Before and now, side by side.
-C=$HERE/candidates
+S=$HERE/candidates/softmax
 timeout "$(allowed 150)" python3 "$HERE/cost.py" "$OLD_TEMPLATES/evaluator.py" templates/evaluator.py \
     "$WORK/cost" \
     "examples/optimize_01_matvec:$C/matvec/00_honest_pipelined.py,$C/matvec/07_honest_row_tiles.py" \
     "$small:$C/matvec/00_honest_pipelined.py" \
-    "$softmax:$C/softmax/00_honest_online_softmax.py,$C/softmax/01_scaled_input_cheat.py" \
+    "$softmax:$S/00_honest_online_softmax.py,$S/01_scaled_input_cheat.py" \
     > "$OUT/cost.jsonl" 2> "$LOGS/cost.stderr"
 grep -E '^(PASS|FAIL) ' "$LOGS/cost.stderr" | sed 's/^\(PASS\|FAIL\) /\1 cost: /' >> "$RESULTS" \
     || result "FAIL cost: no verdict (logs/cost.stderr)"

@@ -43,7 +43,7 @@ const SCANCEL_LIMIT: Duration = Duration::from_secs(20);
 #[derive(Debug)]
 pub struct Reply {
     /// An evaluator's `ready`, when one started during the request.
-    pub started: Option<EvaluatorStart>,
+    pub started: Option<Box<EvaluatorStart>>,
     pub outcome: WireOutcome,
 }
 

@@ -475,9 +475,11 @@ async fn serve_device(mut service: DeviceService) {
         let started = service
             .evaluator
             .take_started()
-            .map(|start| EvaluatorStart {
-                ready: located(start.ready, &service.identity),
-                floor: start.floor,
+            .map(|start| {
+                Box::new(EvaluatorStart {
+                    ready: located(start.ready, &service.identity),
+                    floor: start.floor,
+                })
             });
         service.outbox.send(&AgentMessage::Reply {
             id,

@@ -135,7 +135,7 @@ impl RemoteEvaluator {
         }
         let Reply { started, outcome } = link.call(make).await.map_err(lost)?;
         if started.is_some() {
-            self.started = started;
+            self.started = started.map(|start| *start);
         }
         Ok(outcome)
     }

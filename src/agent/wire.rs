@@ -214,7 +214,7 @@ pub enum AgentMessage {
         /// What an evaluator that started during the request reported about itself (the
         /// `ready` message, with the node and host added).
         #[serde(default)]
-        started: Option<EvaluatorStart>,
+        started: Option<Box<EvaluatorStart>>,
         outcome: WireOutcome,
     },
     Pong {

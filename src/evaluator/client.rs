@@ -380,7 +380,7 @@ impl PythonEvaluator {
             };
             tracing::info!(device = %self.device, "evaluator reply: {line}");
             match parse_incoming(&line, request) {
-                Ok(Incoming::Reply(reply)) => return Received::Reply(Box::new(reply)),
+                Ok(Incoming::Reply(reply)) => return Received::Reply(reply),
                 Ok(Incoming::Started(Startup::Ready(ready))) => {
                     let floor = self.started(&ready);
                     let session = self.session.as_mut().expect("a request is pending");

@@ -238,7 +238,7 @@ pub struct Reply {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Incoming {
     Started(Startup),
-    Reply(Reply),
+    Reply(Box<Reply>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -379,7 +379,7 @@ pub fn parse_reply(line: &str, pending: &Request) -> Result<Reply, ProtocolError
 pub fn parse_incoming(line: &str, pending: &Request) -> Result<Incoming, ProtocolError> {
     match read::<MessageHeader>(line, "message header")?.kind.as_str() {
         "ready" | "startup_failed" => Ok(Incoming::Started(parse_startup(line)?)),
-        _ => Ok(Incoming::Reply(parse_reply(line, pending)?)),
+        _ => Ok(Incoming::Reply(Box::new(parse_reply(line, pending)?))),
     }
 }
 

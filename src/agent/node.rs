@@ -472,15 +472,12 @@ async fn serve_device(mut service: DeviceService) {
                 }
             }
         };
-        let started = service
-            .evaluator
-            .take_started()
-            .map(|start| {
-                Box::new(EvaluatorStart {
-                    ready: located(start.ready, &service.identity),
-                    floor: start.floor,
-                })
-            });
+        let started = service.evaluator.take_started().map(|start| {
+            Box::new(EvaluatorStart {
+                ready: located(start.ready, &service.identity),
+                floor: start.floor,
+            })
+        });
         service.outbox.send(&AgentMessage::Reply {
             id,
             started,

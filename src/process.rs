@@ -17,6 +17,7 @@ mod leak;
 mod log_tail;
 mod orphans;
 pub mod pid_lock;
+mod proc_stat;
 mod protocol;
 mod spawn;
 mod terminate;
@@ -31,6 +32,7 @@ pub use group::ProcessGroup;
 pub use leak::{Leak, leaked_after_exit};
 pub use log_tail::log_tail;
 pub use orphans::{end_orphans_of_run, orphan_groups};
+pub use proc_stat::ProcStat;
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
 pub use spawn::{ChildSpec, Protocol, RunningChild, SpawnError, spawn};
 pub use terminate::{

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::text::cut;
+
 /// One bottleneck of a parent kernel, as its analysis named it: a proposal made from the parent
 /// attacks it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,14 +93,6 @@ fn strip_decoration(line: &str) -> &str {
         .trim()
         .trim_matches(['"', '\'', '`', '*', '_'])
         .trim()
-}
-
-/// `text` cut at a character boundary to at most `limit` characters, an ellipsis marking a cut.
-fn cut(text: &str, limit: usize) -> String {
-    match text.char_indices().nth(limit) {
-        Some((end, _)) => format!("{}…", text[..end].trim_end()),
-        None => text.to_string(),
-    }
 }
 
 fn bottleneck_of(item: &serde_json::Value) -> Option<AnalyzedBottleneck> {

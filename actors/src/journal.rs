@@ -12,6 +12,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::analysis::AnalyzedBottleneck;
+use crate::civil_date::{civil_from_days, days_from_civil};
 use crate::model::{
     CandidateId, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
 };
@@ -726,33 +727,6 @@ pub fn parse_utc_millis(text: &str) -> Option<SystemTime> {
     let since_epoch =
         Duration::from_secs(u64::try_from(seconds).ok()?) + Duration::from_millis(millis as u64);
     SystemTime::UNIX_EPOCH.checked_add(since_epoch)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// Howard Hinnant's days-to-civil algorithm for the proleptic Gregorian calendar.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 #[cfg(test)]

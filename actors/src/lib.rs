@@ -5,6 +5,7 @@
 //! world only through the traits in [`ports`], which the `kactors` package implements.
 
 pub mod analysis;
+pub mod civil_date;
 pub mod collector;
 pub mod finale;
 pub mod gpu_worker;
@@ -22,5 +23,6 @@ pub mod search_state;
 pub mod speed_of_light;
 pub mod supervision;
 pub mod supervisor;
+pub mod text;
 pub mod tokens;
 pub mod watchdog;

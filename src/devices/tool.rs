@@ -54,11 +54,10 @@ impl ToolOutput {
             self.stderr.trim()
         };
         let text = text.lines().collect::<Vec<_>>().join(" / ");
-        match text.char_indices().nth(LIMIT) {
-            Some((cut, _)) => format!("{}...", &text[..cut]),
-            None if text.is_empty() => "no output".to_string(),
-            None => text,
+        if text.is_empty() {
+            return "no output".to_string();
         }
+        actors::text::cut(&text, LIMIT)
     }
 
     pub(crate) fn failure(&self) -> ToolFailure {
@@ -303,15 +302,7 @@ mod tests {
     /// Whether `pid` still runs, polling /proc for up to ten seconds for it to end: a killed
     /// orphan is reaped by init when init gets to it.
     fn still_running_after_a_while(pid: &str) -> bool {
-        let running = || {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let state = stat[stat.rfind(')')? + 1..].split_whitespace().next()?;
-                    Some(!matches!(state, "Z" | "X" | "x"))
-                })
-                .unwrap_or(false)
-        };
+        let running = || crate::process::ProcStat::of(pid).is_some_and(|stat| stat.is_running());
         let started = Instant::now();
         while running() {
             if started.elapsed() > Duration::from_secs(10) {

@@ -441,12 +441,7 @@ fn unexpected(expected: &'static str, got: &str, line: &str) -> ProtocolError {
 
 /// Enough of a line to recognise it in an error message; tracebacks can be long.
 fn excerpt(line: &str) -> String {
-    const LIMIT: usize = 300;
-    let line = line.trim_end();
-    match line.char_indices().nth(LIMIT) {
-        Some((cut, _)) => format!("{}…", &line[..cut]),
-        None => line.to_owned(),
-    }
+    actors::text::cut(line.trim_end(), 300)
 }
 
 #[cfg(test)]

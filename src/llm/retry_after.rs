@@ -2,6 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
+use actors::civil_date::days_from_civil;
+
 /// Parses a retry-after value: delay-seconds, or an IMF-fixdate
 /// (`Wed, 21 Oct 2015 07:28:00 GMT`, the only date form RFC 9110 lets servers send).
 /// A date in the past means no wait. Any non-negative number is accepted, however large
@@ -53,18 +55,6 @@ fn parse_imf_fixdate(value: &str) -> Option<SystemTime> {
     let days = days_from_civil(year, month, day);
     let seconds = u64::try_from(days).ok()? * 86_400 + hour * 3600 + minute * 60 + second;
     Some(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds))
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
 }
 
 #[cfg(test)]

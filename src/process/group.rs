@@ -7,6 +7,8 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use super::proc_stat::ProcStat;
+
 /// The process group of a spawned child: the child called setpgid(0, 0) before exec, so the
 /// group id is the leader's pid. Only [`spawn`](super::spawn) makes one.
 ///
@@ -55,10 +57,7 @@ impl ProcessGroup {
                 continue;
             };
             // A process that exits while we look has no stat file any more: it is gone.
-            let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                continue;
-            };
-            if let Some(stat) = ProcStat::parse(&stat)
+            if let Some(stat) = ProcStat::of(pid)
                 && stat.process_group == self.0.as_raw()
                 && stat.is_running()
             {
@@ -77,80 +76,4 @@ pub(super) async fn scan_off_thread<T: Send + 'static>(
     tokio::task::spawn_blocking(scan)
         .await
         .unwrap_or_else(|join_error| std::panic::resume_unwind(join_error.into_panic()))
-}
-
-/// The fields of `/proc/<pid>/stat` that tell group membership. The file has no field names:
-/// proc(5) documents it as `pid (comm) state ppid pgrp session ...`, where comm is the
-/// executable's name and may itself contain spaces and parentheses, so the fields are counted
-/// from the last `)`.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct ProcStat {
-    state: char,
-    pub(super) process_group: i32,
-}
-
-impl ProcStat {
-    pub(super) fn parse(text: &str) -> Option<ProcStat> {
-        let after_comm = &text[text.rfind(')')? + 1..];
-        let mut fields = after_comm.split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let _parent_pid = fields.next()?;
-        let process_group = fields.next()?.parse().ok()?;
-        Some(ProcStat {
-            state,
-            process_group,
-        })
-    }
-
-    /// Z is a zombie; X (x on old kernels) is a process being torn down.
-    pub(super) fn is_running(&self) -> bool {
-        !matches!(self.state, 'Z' | 'X' | 'x')
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn check(text: &str, expected: Option<(char, i32)>) {
-        let parsed = ProcStat::parse(text).map(|stat| (stat.state, stat.process_group));
-        assert_eq!(parsed, expected, "{text:?}");
-    }
-
-    #[test]
-    fn stat_lines_are_read_from_after_the_command_name() {
-        check(
-            "4242 (python3) S 4240 4240 4240 0 -1 4194560 1939 0 0 0\n",
-            Some(('S', 4240)),
-        );
-        check(
-            "7 (sleep) Z 1 4240 4240 0 -1 4227084 0 0 0 0\n",
-            Some(('Z', 4240)),
-        );
-        check("9 (a) b) (c) R 1 77 77 0 -1 0\n", Some(('R', 77)));
-        check("10 (tmux: server) S 1 10 10 0 -1 0\n", Some(('S', 10)));
-    }
-
-    #[test]
-    fn broken_stat_lines_are_not_read() {
-        check("", None);
-        check("4242 python3 S 4240 4240", None);
-        check("4242 (python3) S 4240", None);
-        check("4242 (python3) S 4240 group 4240", None);
-    }
-
-    #[test]
-    fn zombies_and_dying_processes_are_not_running() {
-        let running: Vec<bool> = ['R', 'S', 'D', 'T', 'Z', 'X']
-            .into_iter()
-            .map(|state| {
-                ProcStat {
-                    state,
-                    process_group: 1,
-                }
-                .is_running()
-            })
-            .collect();
-        assert_eq!(running, [true, true, true, true, false, false]);
-    }
 }

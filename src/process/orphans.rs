@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use nix::unistd::{Pid, getpgrp};
 
 use super::environment::RUN_MARKER;
-use super::group::{ProcStat, ProcessGroup};
+use super::group::ProcessGroup;
+use super::proc_stat::ProcStat;
 
 /// How often the end of the groups is looked for while the grace runs.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
@@ -32,8 +33,7 @@ pub fn orphan_groups(root: &Path) -> BTreeSet<i32> {
                 .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == marker))
         })
         .filter_map(|pid| {
-            let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let stat = ProcStat::parse(&stat)?;
+            let stat = ProcStat::of(pid)?;
             stat.is_running().then_some(stat.process_group)
         })
         .filter(|group| *group != own && *group > 1)

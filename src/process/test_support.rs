@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 use tempfile::TempDir;
 use tokio::time::Instant;
 
-use super::group::ProcStat;
+use super::proc_stat::ProcStat;
 use super::{ChildEnv, ChildSpec, ProcessGroup, Protocol, child_environment};
 
 /// How long a test waits for orphans to die: init reaps them when it gets to it.
@@ -95,10 +95,7 @@ fn inherited_environment() -> ChildEnv {
 
 /// Whether `pid` is a process that has not exited; a zombie has.
 pub(crate) fn is_running(pid: Pid) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| ProcStat::parse(&stat))
-        .is_some_and(|stat| stat.is_running())
+    ProcStat::of(pid).is_some_and(|stat| stat.is_running())
 }
 
 /// Polls /proc until nothing of `group` runs and none of `pids` does, and fails the test if

@@ -64,12 +64,9 @@ impl StepOwner {
     }
 }
 
-/// /proc/PID/stat's start time, read after the command name (which may hold spaces).
+/// /proc/PID/stat's start time.
 fn process_start(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    // Field 3 (the state) is the first after the name; the start time is field 22.
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    crate::process::ProcStat::of(pid)?.start_time
 }
 
 /// One line of `squeue --steps --noheader --format=%i|%j`: the step id and its name.

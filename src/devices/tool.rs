@@ -189,17 +189,25 @@ fn spawn(program: &Path, args: &[&str], host: &HostEnvironment) -> std::io::Resu
         .iter()
         .map(|(name, value)| (OsString::from(name), OsString::from(value)));
     let environment = child_environment(parent, &BTreeMap::new(), &[]);
+    let kactors = nix::unistd::getpid().as_raw();
     let mut attempt = 0;
     loop {
-        let spawned = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(args)
             .env_clear()
             .envs(environment.vars())
             .process_group(0)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn();
+            .stderr(Stdio::piped());
+        // Like every child of kactors, a tool dies with it; the thread that forks it waits for
+        // it, so it outlives the child.
+        // SAFETY: the closure runs between fork and exec and only calls prctl and getppid.
+        unsafe {
+            command.pre_exec(move || crate::process::die_with_parent(kactors));
+        }
+        let spawned = command.spawn();
         match spawned {
             // A tool that was just written (an upgrade in progress, or a test's fake) can be
             // briefly busy while another thread's fork still holds its write descriptor.
@@ -240,6 +248,22 @@ mod tests {
         assert_eq!(output.status.code(), Some(3));
         assert_eq!(output.command, format!("{} arg", tool.display()));
         assert_eq!(output.diagnostic(), "err");
+    }
+
+    /// Issue 21: nvidia-smi, amd-smi and the Slurm tools die with kactors like every child
+    /// (ARCHITECTURE.md's invariant): the tool reads its own parent-death signal.
+    #[test]
+    fn a_tool_gets_the_parent_death_signal() {
+        let dir = tempfile::tempdir().unwrap();
+        let tool = write_script(
+            dir.path(),
+            "tool",
+            "exec python3 -c 'import ctypes; s = ctypes.c_int(); \
+             ctypes.CDLL(None).prctl(2, ctypes.byref(s), 0, 0, 0); print(s.value)'\n",
+        );
+        let host = HostEnvironment::of_vars(&[("PATH", "/usr/bin:/bin:/usr/local/bin")]);
+        let output = run_tool(&tool, &[], &host, TOOL_TIMEOUT).unwrap();
+        assert_eq!(output.stdout.trim(), nix::libc::SIGKILL.to_string(), "{output:?}");
     }
 
     #[test]

@@ -238,7 +238,7 @@ impl RunningChild {
 
 /// Runs in the child between fork and exec: SIGKILL when the forking thread ends, and an exit
 /// at once when the parent died before that was in place (the child was already re-parented).
-fn die_with_parent(parent: i32) -> io::Result<()> {
+pub(crate) fn die_with_parent(parent: i32) -> io::Result<()> {
     // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number changes only this process.
     if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL) } == -1 {
         return Err(io::Error::last_os_error());

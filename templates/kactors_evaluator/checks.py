@@ -219,7 +219,8 @@ class Rules:
             rel_l2 = found.rel_l2()
             if rel_l2 is not None:
                 errors["rel_l2_err"] = max(errors.get("rel_l2_err") or 0.0, rel_l2)
-            errors.setdefault("rule", self.describe(scale))
+            if errors.get("rule") is None:
+                errors["rule"] = self.describe(scale)
             if found.nonfinite:
                 raise Rejection(
                     f"output holds {found.nonfinite} NaN or Inf values ({label})", plain=True

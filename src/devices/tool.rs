@@ -263,7 +263,11 @@ mod tests {
         );
         let host = HostEnvironment::of_vars(&[("PATH", "/usr/bin:/bin:/usr/local/bin")]);
         let output = run_tool(&tool, &[], &host, TOOL_TIMEOUT).unwrap();
-        assert_eq!(output.stdout.trim(), nix::libc::SIGKILL.to_string(), "{output:?}");
+        assert_eq!(
+            output.stdout.trim(),
+            nix::libc::SIGKILL.to_string(),
+            "{output:?}"
+        );
     }
 
     #[test]

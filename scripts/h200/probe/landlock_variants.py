@@ -36,6 +36,11 @@ if variant == "everything_writable":
     rules = {"/": handled}
 if variant == "plus_sys":
     rules["/sys"] = handled
+if variant == "plus_all_listed":
+    for extra in ("/tmp", "/proc", "/sys", "/dev/shm"):
+        rules[extra] = handled
+if variant == "read_write_no_make":
+    rules["/"] = READ | (1 << 1) | (1 << 14 if abi >= 3 else 0)
 for path, allowed in rules.items():
     if not os.path.exists(path):
         continue
@@ -69,6 +74,8 @@ VARIANTS = [
     "plus_proc",
     "plus_sys",
     "plus_tmp_shm_proc",
+    "plus_all_listed",
+    "read_write_no_make",
 ]
 
 for variant in VARIANTS:

@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 pub use launcher::sandbox_exec;
-pub use policy::{Level, Limits, Policy, Sandbox};
+pub use policy::{Confinement, Level, Limits, Policy, Sandbox};
 pub use protections::{
     Mechanism, Protection, ProtectionState, SandboxReport, SandboxSetting, Step, refusal, warning,
 };
@@ -26,6 +26,21 @@ pub use protections::{
 /// The launcher's exit code when the sandbox could not be set up (and `--level required`):
 /// its reason is on the child's stderr, which is the child's log.
 pub const SETUP_FAILED: i32 = 125;
+
+/// The sandbox a run's children that run candidate code get under `setting`, launched by this
+/// executable (which has the `sandbox-exec` command); None when it is off.
+pub fn for_run(setting: SandboxSetting) -> std::io::Result<Option<Sandbox>> {
+    let level = match setting {
+        SandboxSetting::Off => return Ok(None),
+        SandboxSetting::Required => Level::Required,
+        SandboxSetting::BestEffort => Level::BestEffort,
+    };
+    Ok(Some(Sandbox {
+        launcher: std::env::current_exe()?,
+        level,
+        limits: Limits::default(),
+    }))
+}
 
 /// What the launcher `launcher` can set up on this machine: it is run once with `--probe` in a
 /// fresh temporary folder.

@@ -24,6 +24,7 @@ use super::protocol::{
 };
 use crate::devices::Pin;
 use crate::process::{ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn};
+use crate::sandbox::Sandbox;
 
 /// What every evaluator child of a run shares.
 #[derive(Clone, Debug)]
@@ -37,6 +38,9 @@ pub struct EvaluatorSetup {
     /// Start-up imports torch and builds the inputs: it gets its own deadline.
     pub startup_deadline: Duration,
     pub kill_grace: Duration,
+    /// The sandbox of the evaluator and of test.py, which both run candidate code; None when
+    /// the run's `sandbox` is off.
+    pub sandbox: Option<Sandbox>,
 }
 
 /// Where one device's evaluator lives: its folder (cwd and log) and the device's pin, which
@@ -63,6 +67,12 @@ pub struct PeakBandwidth {
 }
 
 impl DeviceSlot {
+    /// The sandboxed evaluator's scratch in the device's folder `folder`: the one place it
+    /// writes.
+    pub fn scratch_of(folder: &Path) -> PathBuf {
+        folder.join("scratch")
+    }
+
     /// The Triton cache of the candidate whose folder is `candidate_folder`.
     pub fn triton_cache_of(&self, candidate_folder: &Path) -> PathBuf {
         match (&self.triton_cache, candidate_folder.file_name()) {
@@ -234,6 +244,13 @@ impl PythonEvaluator {
             log_path: self.log_path(),
             protocol: Protocol::Pipes,
             label: self.label(),
+        };
+        let spec = match &setup.sandbox {
+            Some(sandbox) => {
+                let policy = sandbox.policy(&[], &DeviceSlot::scratch_of(&self.slot.folder));
+                sandbox.confine(spec, &policy)
+            }
+            None => spec,
         };
         let mut child = spawn(&spec).map_err(|error| error.to_string())?;
         let mut pipes = child
@@ -553,6 +570,13 @@ impl DeviceEvaluator for PythonEvaluator {
                 protocol: Protocol::None,
                 label: format!("test.py on device {}", self.device),
             };
+            let spec = match &self.setup.sandbox {
+                Some(sandbox) => {
+                    let policy = sandbox.policy(&[folder], &folder.join("scratch"));
+                    sandbox.confine(spec, &policy)
+                }
+                None => spec,
+            };
             let mut child = spawn(&spec).map_err(|error| EvalError::Start(error.to_string()))?;
             let group = GroupId(child.group().id().as_raw());
             let watch = self
@@ -842,6 +866,7 @@ mod tests {
             },
             startup_deadline: Duration::from_secs(30),
             kill_grace: Duration::from_millis(200),
+            sandbox: None,
         };
         let pin = crate::devices::Device {
             id: 0,

@@ -74,9 +74,15 @@ impl<'a> ProfileRun<'a> {
             ),
             program: program.to_path_buf(),
             args,
-            dir,
             env: self.setup.child_env(self.pin, &env),
             counters,
+            // It writes its pass's folder and the profile's Triton cache, nothing else.
+            confinement: self
+                .setup
+                .sandbox
+                .as_ref()
+                .map(|sandbox| sandbox.confinement(&[&self.profile_dir], &dir.join("scratch"))),
+            dir,
         };
         run_pass(
             &spec,

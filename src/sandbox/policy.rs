@@ -97,6 +97,14 @@ impl Sandbox {
         }
     }
 
+    /// The confinement of a child that may write in `writable` and in `scratch`.
+    pub fn confinement(&self, writable: &[&Path], scratch: &Path) -> Confinement {
+        Confinement {
+            sandbox: self.clone(),
+            policy: self.policy(writable, scratch),
+        }
+    }
+
     /// `spec` as the launcher runs it inside `policy`'s sandbox: the same child, its program
     /// and arguments after the launcher's.
     pub fn confine(&self, mut spec: ChildSpec, policy: &Policy) -> ChildSpec {
@@ -110,10 +118,23 @@ impl Sandbox {
     }
 }
 
+/// One child's sandbox: the run's, with the child's own policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confinement {
+    pub sandbox: Sandbox,
+    pub policy: Policy,
+}
+
+impl Confinement {
+    pub fn apply(&self, spec: ChildSpec) -> ChildSpec {
+        self.sandbox.confine(spec, &self.policy)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::{ChildEnv, Protocol};
+    use crate::process::{Protocol, child_environment};
 
     #[test]
     fn a_confined_child_runs_through_the_launcher_with_its_own_command_after_the_policy() {
@@ -126,7 +147,7 @@ mod tests {
             program: "/usr/bin/python3".into(),
             args: vec!["evaluator.py".into(), "--config".into(), "{}".into()],
             cwd: "/run/devices/0".into(),
-            env: ChildEnv::default(),
+            env: child_environment(Vec::new(), &Default::default(), &[]),
             log_path: "/run/devices/0/evaluator.log".into(),
             protocol: Protocol::Pipes,
             label: "evaluator of device 0".into(),

@@ -260,6 +260,13 @@ pub struct SandboxExecArgs {
     /// A folder the command may write in, with everything beneath (repeatable)
     #[arg(long, value_name = "DIR")]
     pub writable: Vec<PathBuf>,
+    /// A folder the command may not read (the run directory), but for --readable and
+    /// --writable paths inside it
+    #[arg(long, value_name = "DIR")]
+    pub hide: Option<PathBuf>,
+    /// A file or folder inside --hide the command may read (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub readable: Vec<PathBuf>,
     /// Set the sandbox up, print what it got as JSON, and run nothing
     #[arg(long)]
     pub probe: bool,
@@ -279,6 +286,8 @@ impl SandboxExecArgs {
             },
             writable: self.writable.clone(),
             scratch: self.scratch.clone(),
+            hidden: self.hide.clone(),
+            readable: self.readable.clone(),
         }
     }
 }

@@ -181,6 +181,7 @@ impl GpuPlatform {
             startup_deadline: EVALUATOR_STARTUP_DEADLINE,
             kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
             sandbox,
+            run_root: std::path::absolute(run_root)?,
         };
         let targets = devices
             .iter()

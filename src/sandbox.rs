@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::Stdio;
 
 pub use launcher::sandbox_exec;
-pub use policy::{Confinement, Level, Limits, Policy, Sandbox};
+pub use policy::{Access, Confinement, Level, Limits, Policy, Sandbox};
 pub use protections::{
     Mechanism, Protection, ProtectionState, SandboxReport, SandboxSetting, Step, refusal, warning,
 };
@@ -63,7 +63,12 @@ fn probe_in(launcher: &Path, folder: &Path) -> Result<SandboxReport, String> {
         level: Level::BestEffort,
         limits: Limits::default(),
     };
-    let policy = sandbox.policy(&[folder], &folder.join("scratch"));
+    let policy = sandbox.policy(&Access {
+        run_root: folder,
+        readable: &[],
+        writable: &[folder],
+        scratch: &folder.join("scratch"),
+    });
     let mut args = policy.to_args();
     args.push("--probe".into());
     let output = std::process::Command::new(launcher)

@@ -9,6 +9,8 @@ const FIX: &str = "set `sandbox: best_effort` in the strategy to run without it,
                    off` to run candidates with your own rights (SECURITY.md says what each \
                    protection covers)";
 
+const BEST_EFFORT: &str = "candidates run without it (`sandbox: best_effort`)";
+
 /// The lines, and what the probe found (None when the sandbox is off or the probe failed).
 pub fn sandbox_check(setting: SandboxSetting) -> (Vec<CheckLine>, Option<SandboxReport>) {
     if setting == SandboxSetting::Off {
@@ -46,11 +48,11 @@ pub fn lines(setting: SandboxSetting, report: &SandboxReport) -> Vec<CheckLine> 
             if state.available {
                 CheckLine::ok(format!("{what}: {}", state.detail))
             } else {
-                let line = CheckLine::fail(format!("{what}: missing: {}", state.detail), FIX);
+                let what = format!("{what}: missing: {}", state.detail);
                 if setting == SandboxSetting::Required {
-                    line
+                    CheckLine::fail(what, FIX)
                 } else {
-                    line.without_stopping_a_run()
+                    CheckLine::fail(what, BEST_EFFORT).without_stopping_a_run()
                 }
             }
         })

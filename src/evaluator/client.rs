@@ -24,7 +24,7 @@ use super::protocol::{
 };
 use crate::devices::Pin;
 use crate::process::{ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn};
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Access, Sandbox};
 
 /// What every evaluator child of a run shares.
 #[derive(Clone, Debug)]
@@ -41,6 +41,8 @@ pub struct EvaluatorSetup {
     /// The sandbox of the evaluator and of test.py, which both run candidate code; None when
     /// the run's `sandbox` is off.
     pub sandbox: Option<Sandbox>,
+    /// The run directory, which a sandboxed child may not read but for its tools/.
+    pub run_root: PathBuf,
 }
 
 /// Where one device's evaluator lives: its folder (cwd and log) and the device's pin, which
@@ -207,6 +209,22 @@ impl PythonEvaluator {
         format!("evaluator of device {}", self.device)
     }
 
+    /// Where the evaluator loads `job`'s kernel from, and its code when it must write it there
+    /// first: a sandboxed evaluator may not read the run directory's candidates/ (their prompts
+    /// and replies lie beside the kernels), so its copy lives in its own scratch.
+    fn candidate_of(&self, job: &EvalJob) -> (PathBuf, Option<String>) {
+        match (&self.setup.sandbox, job.folder.file_name()) {
+            (Some(_), Some(name)) => (
+                DeviceSlot::scratch_of(&self.slot.folder)
+                    .join("candidates")
+                    .join(name)
+                    .join("kernel.py"),
+                Some(job.source.text().to_string()),
+            ),
+            _ => (job.folder.join("kernel.py"), None),
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.slot.folder.join("evaluator.log")
     }
@@ -247,7 +265,13 @@ impl PythonEvaluator {
         };
         let spec = match &setup.sandbox {
             Some(sandbox) => {
-                let policy = sandbox.policy(&[], &DeviceSlot::scratch_of(&self.slot.folder));
+                let tools = setup.script.parent().unwrap_or(&setup.run_root);
+                let policy = sandbox.policy(&Access {
+                    run_root: &setup.run_root,
+                    readable: &[tools],
+                    writable: &[],
+                    scratch: &DeviceSlot::scratch_of(&self.slot.folder),
+                });
                 sandbox.confine(spec, &policy)
             }
             None => spec,
@@ -459,7 +483,7 @@ impl PythonEvaluator {
 impl DeviceEvaluator for PythonEvaluator {
     fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         Box::pin(async move {
-            let candidate = job.folder.join("kernel.py");
+            let (candidate, source) = self.candidate_of(job);
             let cache_dir = self.slot.triton_cache_of(&job.folder);
             let outcome = self
                 .call(
@@ -467,6 +491,7 @@ impl DeviceEvaluator for PythonEvaluator {
                         id,
                         candidate,
                         cache_dir,
+                        source,
                     },
                     job.deadline,
                 )
@@ -509,11 +534,12 @@ impl DeviceEvaluator for PythonEvaluator {
 
     fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move {
-            let candidate = job.folder.join("kernel.py");
+            let (candidate, source) = self.candidate_of(job);
             let cache_dir = Some(self.slot.triton_cache_of(&job.folder));
             let request = |id| Request::Time {
                 id,
                 candidate,
+                source,
                 cache_dir,
                 warmup: None,
                 repeat: None,
@@ -572,7 +598,12 @@ impl DeviceEvaluator for PythonEvaluator {
             };
             let spec = match &self.setup.sandbox {
                 Some(sandbox) => {
-                    let policy = sandbox.policy(&[folder], &folder.join("scratch"));
+                    let policy = sandbox.policy(&Access {
+                        run_root: &self.setup.run_root,
+                        readable: &[],
+                        writable: &[folder],
+                        scratch: &folder.join("scratch"),
+                    });
                     sandbox.confine(spec, &policy)
                 }
                 None => spec,
@@ -752,6 +783,7 @@ mod tests {
         Request::Verify {
             id: 1,
             candidate: "k.py".into(),
+            source: None,
             cache_dir: "tc".into(),
         }
     }
@@ -866,6 +898,7 @@ mod tests {
             },
             startup_deadline: Duration::from_secs(30),
             kill_grace: Duration::from_millis(200),
+            run_root: temp.path().to_path_buf(),
             sandbox: None,
         };
         let pin = crate::devices::Device {

@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetStatus, Scope,
+    RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
 };
 use nix::libc;
 use nix::mount::{MsFlags, mount};
@@ -141,7 +141,7 @@ impl Setup<'_> {
                     Mechanism::NetworkNamespace,
                     Ok("loopback only, down".into()),
                 );
-                let private = self.bounded_scratch();
+                let private = self.bounded_scratch(command);
                 self.report.record(Mechanism::Scratch, private);
                 self.in_pid_namespace(command, probe)
             }
@@ -166,7 +166,7 @@ impl Setup<'_> {
     /// The bounded tmpfs on the scratch folder, /dev/shm bound into it, /run/user (where the
     /// user's sockets live) hidden. Mounts made here stay in this namespace. /tmp itself stays
     /// (read-only under Landlock): a run directory or a Python environment may lie beneath it.
-    fn bounded_scratch(&self) -> Result<String, String> {
+    fn bounded_scratch(&self, command: &[OsString]) -> Result<String, String> {
         let fail = |what: &str, error: nix::Error| format!("{what}: {}", errno_text(error));
         mount(
             None::<&str>,
@@ -186,7 +186,9 @@ impl Setup<'_> {
             Some(size.as_str()),
         )
         .map_err(|error| fail("mounting the scratch tmpfs", error))?;
-        for (inside, target) in [("shm", "/dev/shm")] {
+        let kept_tmp = self.needs_tmp(command);
+        let private_tmp = kept_tmp.is_none().then_some(("tmp", "/tmp"));
+        for (inside, target) in [("shm", "/dev/shm")].into_iter().chain(private_tmp) {
             let source = scratch.join(inside);
             fs::create_dir_all(&source)
                 .map_err(|error| format!("{}: {error}", source.display()))?;
@@ -211,10 +213,38 @@ impl Setup<'_> {
             )
             .map_err(|error| fail("hiding /run/user", error))?;
         }
+        let tmp = match kept_tmp {
+            None => "a private /tmp".to_string(),
+            Some(path) => format!("/tmp read-only, since {} lies beneath it", path.display()),
+        };
         Ok(format!(
-            "TMPDIR and /dev/shm in a tmpfs of {} MiB",
+            "{tmp}; TMPDIR and /dev/shm in a tmpfs of {} MiB",
             self.policy.limits.scratch_bytes >> 20
         ))
+    }
+
+    /// A path the command needs that lies under /tmp, which then stays (read-only): a private
+    /// /tmp would hide it.
+    fn needs_tmp(&self, command: &[OsString]) -> Option<PathBuf> {
+        let policy = self.policy;
+        let named = command
+            .iter()
+            .map(PathBuf::from)
+            .filter(|path| path.is_absolute());
+        policy
+            .writable
+            .iter()
+            .chain(&policy.readable)
+            .chain(&policy.hidden)
+            .chain([&policy.scratch])
+            .cloned()
+            .chain(named)
+            .chain(std::env::current_dir().ok())
+            .find(|path| {
+                fs::canonicalize(path)
+                    .unwrap_or_else(|_| path.clone())
+                    .starts_with("/tmp")
+            })
     }
 
     fn in_pid_namespace(&mut self, command: &[OsString], probe: bool) -> Result<i32, String> {
@@ -319,6 +349,15 @@ impl Setup<'_> {
         );
         let tmp = self.policy.scratch.join("tmp");
         fs::create_dir_all(&tmp).map_err(|error| format!("{}: {error}", tmp.display()))?;
+        let tmp = if self
+            .report
+            .step(Mechanism::Scratch)
+            .is_some_and(|step| step.ok && step.detail.starts_with("a private /tmp"))
+        {
+            PathBuf::from("/tmp")
+        } else {
+            tmp
+        };
         let landlock = restrict_filesystem(self.policy);
         self.report.record(Mechanism::Landlock, landlock);
         self.report
@@ -431,7 +470,8 @@ fn limit_files(max_file_bytes: u64) -> Result<String, String> {
         .map_err(|error| format!("RLIMIT_FSIZE: {}", errno_text(error)))
 }
 
-/// Reads everywhere; writes in the policy's folders, the scratch, /dev (the GPU's device
+/// Reads everywhere but in the policy's hidden folder (the run directory), where only what it
+/// names readable may be read; writes in the policy's folders, the scratch, /dev (the GPU's device
 /// files take ioctls and writes) and /proc (CUDA's start needs it: seen on the H200, 2026-12-03;
 /// in the sandbox it holds only the sandbox's processes); no TCP bind or connect; no signal or
 /// abstract socket outside; and where the kernel has it (Landlock ABI 9), no connection to a
@@ -446,6 +486,13 @@ fn restrict_filesystem(policy: &Policy) -> Result<String, String> {
         Path::new("/dev"),
         Path::new("/proc"),
     ]);
+    let hidden = policy
+        .hidden
+        .as_ref()
+        .map(|hidden| {
+            fs::canonicalize(hidden).map_err(|error| format!("{}: {error}", hidden.display()))
+        })
+        .transpose()?;
     let mut ruleset = Ruleset::default()
         .handle_access(all)
         .map_err(fail)?
@@ -455,9 +502,16 @@ fn restrict_filesystem(policy: &Policy) -> Result<String, String> {
         .map_err(fail)?
         .create()
         .map_err(fail)?;
-    let root = PathFd::new("/").map_err(|error| format!("opening /: {error}"))?;
+    let (listable, readable) = match &hidden {
+        Some(hidden) => around(hidden),
+        None => (Vec::new(), vec![PathBuf::from("/")]),
+    };
     ruleset = ruleset
-        .add_rule(PathBeneath::new(root, read))
+        .add_rules(path_beneath_rules(&listable, AccessFs::ReadDir))
+        .map_err(fail)?
+        .add_rules(path_beneath_rules(&readable, read))
+        .map_err(fail)?
+        .add_rules(path_beneath_rules(&policy.readable, read))
         .map_err(fail)?;
     for path in writable {
         let fd =
@@ -474,6 +528,28 @@ fn restrict_filesystem(policy: &Policy) -> Result<String, String> {
         ),
         RulesetStatus::NotEnforced => Err("not supported by this kernel (Linux 5.13+)".into()),
     }
+}
+
+/// What may be read when `hidden` may not: its ancestors may be listed (names only, as path
+/// resolution and some libraries need), and everything beside the path down to it read.
+fn around(hidden: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut listable = Vec::new();
+    let mut readable = Vec::new();
+    let mut ancestor = PathBuf::from("/");
+    for component in hidden.components().skip(1) {
+        let next = ancestor.join(component);
+        if let Ok(entries) = fs::read_dir(&ancestor) {
+            readable.extend(
+                entries
+                    .flatten()
+                    .map(|entry| entry.path())
+                    .filter(|path| *path != next),
+            );
+        }
+        listable.push(ancestor);
+        ancestor = next;
+    }
+    (listable, readable)
 }
 
 /// seccomp: socket(AF_INET) and socket(AF_INET6) fail with EACCES, and io_uring, whose

@@ -56,6 +56,11 @@ pub struct Policy {
     /// A folder of the child's own, bounded by `limits.scratch_bytes`: its Triton cache, /tmp
     /// and /dev/shm live there.
     pub scratch: PathBuf,
+    /// A folder the child may not read (the run directory: its journal, prompts, replies and
+    /// other candidates), but for what `readable` names inside it and what it may write.
+    pub hidden: Option<PathBuf>,
+    /// Readable inside `hidden`: the run's tools/, the kernel file of the candidate profiled.
+    pub readable: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -82,26 +87,37 @@ impl Policy {
             args.push("--writable".into());
             args.push(path.clone().into());
         }
+        if let Some(hidden) = &self.hidden {
+            args.push("--hide".into());
+            args.push(hidden.clone().into());
+        }
+        for path in &self.readable {
+            args.push("--readable".into());
+            args.push(path.clone().into());
+        }
         args
     }
 }
 
 impl Sandbox {
-    /// The policy of a child that may write in `writable` and in `scratch`.
-    pub fn policy(&self, writable: &[&Path], scratch: &Path) -> Policy {
+    /// The policy of a child that may write in `writable` and in `scratch`, and read
+    /// everything but the run directory `run_root`, of which only `readable` and what it writes.
+    pub fn policy(&self, access: &Access<'_>) -> Policy {
+        let paths = |paths: &[&Path]| paths.iter().map(|path| path.to_path_buf()).collect();
         Policy {
             level: self.level,
             limits: self.limits,
-            writable: writable.iter().map(|path| path.to_path_buf()).collect(),
-            scratch: scratch.to_path_buf(),
+            writable: paths(access.writable),
+            scratch: access.scratch.to_path_buf(),
+            hidden: Some(access.run_root.to_path_buf()),
+            readable: paths(access.readable),
         }
     }
 
-    /// The confinement of a child that may write in `writable` and in `scratch`.
-    pub fn confinement(&self, writable: &[&Path], scratch: &Path) -> Confinement {
+    pub fn confinement(&self, access: &Access<'_>) -> Confinement {
         Confinement {
             sandbox: self.clone(),
-            policy: self.policy(writable, scratch),
+            policy: self.policy(access),
         }
     }
 
@@ -116,6 +132,15 @@ impl Sandbox {
         spec.args = args;
         spec
     }
+}
+
+/// What one child may reach of a run directory.
+#[derive(Clone, Copy, Debug)]
+pub struct Access<'a> {
+    pub run_root: &'a Path,
+    pub readable: &'a [&'a Path],
+    pub writable: &'a [&'a Path],
+    pub scratch: &'a Path,
 }
 
 /// One child's sandbox: the run's, with the child's own policy.
@@ -152,10 +177,12 @@ mod tests {
             protocol: Protocol::Pipes,
             label: "evaluator of device 0".into(),
         };
-        let policy = sandbox.policy(
-            &[Path::new("/run/candidates/3")],
-            Path::new("/run/devices/0/scratch"),
-        );
+        let policy = sandbox.policy(&Access {
+            run_root: Path::new("/run"),
+            readable: &[Path::new("/run/tools")],
+            writable: &[Path::new("/run/candidates/3")],
+            scratch: Path::new("/run/devices/0/scratch"),
+        });
         let confined = sandbox.confine(spec.clone(), &policy);
         assert_eq!(confined.program, PathBuf::from("/opt/kactors"));
         let args: Vec<String> = confined
@@ -179,6 +206,10 @@ mod tests {
                 "8589934592",
                 "--writable",
                 "/run/candidates/3",
+                "--hide",
+                "/run",
+                "--readable",
+                "/run/tools",
                 "--",
                 "/usr/bin/python3",
                 "evaluator.py",

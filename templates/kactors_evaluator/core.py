@@ -39,6 +39,7 @@ from .protocol import (
     EvaluatorError,
     InputsDoNotFit,
     Rejection,
+    candidate_file,
     failed_reply,
     rejected,
     sanitize,
@@ -392,7 +393,7 @@ class Evaluator:
         return clone_values(draw.inputs)
 
     def verify(self, request):
-        path = Path(request["candidate"])
+        path = candidate_file(request)
         set_triton_cache_dir(Path(request["cache_dir"]))
         verdict = unjudged_verdict()
         try:
@@ -407,7 +408,7 @@ class Evaluator:
         return verdict
 
     def time_candidate(self, request):
-        path = Path(request["candidate"])
+        path = candidate_file(request)
         warmup, repeat = timing.benchmark_counts(self.settings, request)
         candidate = self.candidate
         if candidate is None or candidate.path != path:

@@ -8,6 +8,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -230,7 +231,8 @@ def candidate_file(request):
     """The file of the candidate a request names. A sandboxed evaluator may not read the run
     directory's candidates/ (their prompts and replies lie beside the kernels): kactors sends it
     the code, which goes to the named file in its scratch (KACTORS_SCRATCH), in place of the
-    copies of the candidates before it."""
+    copies of the candidates before it. The candidate's TMPDIR is a folder beside its copy, so
+    what it leaves there goes with it and the bounded scratch stays free for the next."""
     path = Path(request["candidate"])
     source = request.get("source")
     if source is None:
@@ -245,6 +247,8 @@ def candidate_file(request):
         for earlier in copies.iterdir():
             if earlier != path.parent:
                 shutil.rmtree(earlier, ignore_errors=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.parent / "tmp").mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(path.parent / "tmp")
+    tempfile.tempdir = None
     path.write_text(source, encoding="utf-8")
     return path

@@ -425,6 +425,7 @@ pub(crate) fn execute(
         },
         reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
         time_limit: time_limit.clone(),
+        evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
     };
     let plan = RunPlan {
         started,
@@ -497,6 +498,17 @@ pub(crate) fn execute(
         result.reason,
     ));
     Ok(exit::of_outcome(result.outcome))
+}
+
+/// Whether every evaluator writes only in a bounded scratch of its own: the sandbox's limits
+/// are there on this machine (on each node, under Slurm).
+fn scratch_is_bounded(preflight: &CheckReport) -> bool {
+    let mut limits = preflight
+        .lines()
+        .iter()
+        .filter(|line| line.what().contains("sandbox limits:"))
+        .peekable();
+    limits.peek().is_some() && limits.all(|line| line.passed())
 }
 
 /// The sandbox as the preflight found it, for the journal and the report: the setting and the

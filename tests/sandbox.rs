@@ -456,3 +456,48 @@ fn off_runs_unsandboxed_and_says_so_once() {
     let report = std::fs::read_to_string(node.run_dir().join("report.md")).unwrap();
     assert!(report.contains("None (`sandbox: off`)"), "{report}");
 }
+
+/// Where nothing the child needs lies under /tmp (as on a user's machine, unlike a test's
+/// temporary folders), it gets a private /tmp it may write, and the machine's /tmp is out of
+/// its sight; Triton's home, which it makes on import, is in the scratch (on the H200 a
+/// read-only $HOME stopped every sandboxed evaluator from starting).
+#[test]
+fn a_child_that_needs_nothing_under_tmp_gets_a_private_tmp_it_may_write() {
+    let folder = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let root = folder.path();
+    assert!(!root.starts_with("/tmp"), "{}", root.display());
+    std::fs::create_dir_all(root.join("own")).unwrap();
+    let outside = tempfile::NamedTempFile::new_in("/tmp").unwrap();
+    let script = format!(
+        "import os, tempfile\n\
+         handle, path = tempfile.mkstemp()\n\
+         os.write(handle, b'ok')\n\
+         os.makedirs(os.path.join(os.environ['TRITON_HOME'], '.triton'))\n\
+         print(path, os.path.exists({:?}))\n",
+        outside.path().display().to_string()
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_kactors"))
+        .args(["sandbox-exec", "--level", "required", "--scratch"])
+        .arg(root.join("scratch"))
+        .args(["--scratch-bytes", "67108864", "--max-tasks", "512"])
+        .args(["--max-file-bytes", "1048576", "--writable"])
+        .arg(root.join("own"))
+        .arg("--hide")
+        .arg(root)
+        .args(["--", "python3", "-c", &script])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{printed}{}",
+        stderr(&output)
+    );
+    assert!(printed.starts_with("/tmp/"), "{printed}");
+    assert!(
+        printed.trim_end().ends_with("False"),
+        "the machine's /tmp: {printed}"
+    );
+}

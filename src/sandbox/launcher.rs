@@ -358,7 +358,7 @@ impl Setup<'_> {
         } else {
             tmp
         };
-        let landlock = restrict_filesystem(self.policy);
+        let landlock = restrict_filesystem(self.policy, &tmp);
         self.report.record(Mechanism::Landlock, landlock);
         self.report
             .record(Mechanism::Seccomp, refuse_inet_sockets());
@@ -372,16 +372,19 @@ impl Setup<'_> {
         {
             return Err(refusal);
         }
+        // $HOME is read-only: Triton (which makes ~/.triton on import, seen on the H200) and
+        // the XDG caches go to the scratch instead.
+        let scratch = &self.policy.scratch;
+        let own: [(&str, OsString); 4] = [
+            ("TMPDIR", tmp.into_os_string()),
+            ("KACTORS_SCRATCH", scratch.clone().into_os_string()),
+            ("TRITON_HOME", scratch.join("home").into_os_string()),
+            ("XDG_CACHE_HOME", scratch.join("cache").into_os_string()),
+        ];
         let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-            .filter(|(name, _)| {
-                !["TMPDIR", "KACTORS_SCRATCH"].contains(&name.to_string_lossy().as_ref())
-            })
+            .filter(|(name, _)| !own.iter().any(|(own_name, _)| name == own_name))
             .collect();
-        env.push(("TMPDIR".into(), tmp.into_os_string()));
-        env.push((
-            "KACTORS_SCRATCH".into(),
-            self.policy.scratch.clone().into_os_string(),
-        ));
+        env.extend(own.into_iter().map(|(name, value)| (name.into(), value)));
         let program = c_string(&command[0])?;
         let args = command
             .iter()
@@ -476,12 +479,15 @@ fn limit_files(max_file_bytes: u64) -> Result<String, String> {
 /// in the sandbox it holds only the sandbox's processes); no TCP bind or connect; no signal or
 /// abstract socket outside; and where the kernel has it (Landlock ABI 9), no connection to a
 /// pathname socket outside those folders.
-fn restrict_filesystem(policy: &Policy) -> Result<String, String> {
+fn restrict_filesystem(policy: &Policy, tmp: &Path) -> Result<String, String> {
     let all = AccessFs::from_all(LANDLOCK_FS_ABI);
     let read = AccessFs::from_read(LANDLOCK_FS_ABI);
     let fail = |error: landlock::RulesetError| error.to_string();
     let mut writable: Vec<&Path> = policy.writable.iter().map(PathBuf::as_path).collect();
+    // The private /tmp is the scratch's tmp/ bound there: Landlock sees the path it was
+    // reached by, so it needs a rule of its own.
     writable.extend([
+        tmp,
         policy.scratch.as_path(),
         Path::new("/dev"),
         Path::new("/proc"),

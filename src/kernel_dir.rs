@@ -30,6 +30,11 @@ pub enum KernelDirError {
         size: u64,
         limit: u64,
     },
+    #[error(
+        "--run-dir {run_dir} is inside the kernel directory {kernel}: kactors never writes into \
+         the kernel directory (nor its candidates/); give a --run-dir outside it"
+    )]
+    RunDirInside { run_dir: PathBuf, kernel: PathBuf },
     #[error("{path} does not define `{name}`: expected {expected}")]
     Missing {
         path: PathBuf,
@@ -112,6 +117,41 @@ impl KernelDir {
             root: root.to_path_buf(),
             initial: KernelSource::new(input),
         })
+    }
+}
+
+/// `path` with its symbolic links and `..` resolved as far as it exists, the rest appended: a
+/// folder not made yet is placed where it would be made.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(found) = existing.canonicalize() {
+            return rest.iter().rev().fold(found, |path, part| path.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+impl KernelDir {
+    /// Refuses a run directory (the folder runs are made in) inside the kernel directory:
+    /// nothing is written there, and its candidates/ are the replay provider's.
+    pub fn refuse_run_dir_inside(&self, run_parent: &Path) -> Result<(), KernelDirError> {
+        let kernel = resolved(&self.root);
+        if resolved(run_parent).starts_with(&kernel) {
+            return Err(KernelDirError::RunDirInside {
+                run_dir: run_parent.to_path_buf(),
+                kernel: self.root.clone(),
+            });
+        }
+        Ok(())
     }
 }
 

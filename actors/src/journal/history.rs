@@ -331,10 +331,16 @@ mod tests {
     fn a_failed_search_is_not_resumed_but_a_run_stopped_for_its_records_is() {
         let failed = [
             at(0, started()),
-            at(1, finished(RunOutcome::Failed, "the initial kernel failed verification")),
+            at(
+                1,
+                finished(RunOutcome::Failed, "the initial kernel failed verification"),
+            ),
         ];
         let why = history(&failed).unwrap().resumable().unwrap_err();
-        assert!(why.contains("the initial kernel failed verification"), "{why}");
+        assert!(
+            why.contains("the initial kernel failed verification"),
+            "{why}"
+        );
         assert!(why.contains("start a new run"), "{why}");
         let full_disk = [
             at(0, started()),
@@ -354,6 +360,11 @@ mod tests {
             at(3, resumed(&[])),
             at(4, finished(RunOutcome::Failed, "every device was lost")),
         ];
-        assert!(history(&failed_after_a_resume).unwrap().resumable().is_err());
+        assert!(
+            history(&failed_after_a_resume)
+                .unwrap()
+                .resumable()
+                .is_err()
+        );
     }
 }

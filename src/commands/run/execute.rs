@@ -97,6 +97,7 @@ impl Launch {
             console::err(format_args!("kactors: warning: {warning}"));
         }
         let kernel = KernelDir::open(&invocation.kernel_dir, settings.max_source_bytes)?;
+        kernel.refuse_run_dir_inside(run_parent)?;
         let system = actix::System::new();
         let inputs = AgentInputs {
             strategy: &invocation.strategy,

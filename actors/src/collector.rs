@@ -5,6 +5,8 @@
 //! rendering) happens on a thread of its own so that no handler blocks; the thread keeps the
 //! records in order.
 //!
+//! Nothing is journaled after `run_finished`: a record that comes later is refused and reported.
+//!
 //! A run whose records cannot be kept must not go on: the first failed write (a full disk) and
 //! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
 
@@ -234,6 +236,7 @@ fn write_records(
         summary: RunSummary::default(),
         unsynced: false,
         measured_at: None,
+        finished: false,
     };
     while let Ok(first) = commands.recv() {
         writer.handle(first);
@@ -253,10 +256,22 @@ struct Writer<'a> {
     unsynced: bool,
     /// When the run directory was last measured (the time of the record that prompted it).
     measured_at: Option<SystemTime>,
+    /// `run_finished` is journaled: it is the journal's last record, whatever comes after it.
+    finished: bool,
 }
 
 impl Writer<'_> {
     fn append(&mut self, record: &JournalRecord) {
+        if self.finished {
+            // Something still working after the end (a bug where it is sent): kept out of the
+            // journal, whose readers take `run_finished` as the end, and said in kactors.log.
+            tracing::error!(
+                "a `{}` record came after run_finished and was not journaled",
+                record.to_json()["type"].as_str().unwrap_or("?")
+            );
+            return;
+        }
+        self.finished = matches!(record.event, Event::RunFinished { .. });
         let appended = self.store.append(record);
         let _ = self.errors.note(appended, "the journal", self.failed);
         self.unsynced = true;

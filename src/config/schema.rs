@@ -54,6 +54,21 @@ pub enum ConfigError {
     },
     #[error("invalid value for {flag}: {message}")]
     InvalidFlag { flag: &'static str, message: String },
+    #[error(
+        "max_time ({max_time}) is shorter than the {reserved} kactors keeps free before it \
+         ({grace} for the evaluations in flight, {finale} for the finale, {shutdown} for the \
+         shutdown): not even the initial kernel could be evaluated; give at least --max-time \
+         {smallest}s (or lower {step_key} or kill_grace_s)"
+    )]
+    MaxTimeTooShort {
+        max_time: String,
+        reserved: String,
+        grace: String,
+        finale: String,
+        shutdown: String,
+        smallest: u64,
+        step_key: &'static str,
+    },
 }
 
 /// `platform:` as written: one platform for every component, or a map from component to

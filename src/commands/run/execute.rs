@@ -112,7 +112,10 @@ impl Launch {
             &inputs,
             &system,
         )?;
-        let llm_and_prompts = llm_provider(&settings, &kernel, spent)
+        let llm_and_prompts = settings
+            .check_max_time(placement.platform())
+            .map_err(CommandError::from)
+            .and_then(|()| llm_provider(&settings, &kernel, spent))
             .and_then(|llm| Ok((llm, Rc::new(prompts(&settings, &kernel, &placement)?))));
         let ((llm, max_inflight), prompts) = match llm_and_prompts {
             Ok(made) => made,

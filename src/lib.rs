@@ -27,4 +27,5 @@ pub mod rocm;
 pub mod run_dir;
 pub mod signals;
 pub mod slurm;
+pub mod user_file;
 pub mod vendor;

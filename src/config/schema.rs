@@ -31,6 +31,8 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    File(#[from] crate::user_file::UserFileError),
     #[error("{file}: not valid YAML: {message}")]
     Yaml { file: String, message: String },
     #[error("{file}: expected a mapping of keys at the top level")]

@@ -258,6 +258,7 @@ fn llm_provider(
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
             let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?
+                .reading_at_most(settings.max_source_bytes)
                 .continuing_after(spent.replayed);
             if let Some(warning) = replay.warning() {
                 console::err(format_args!("kactors: warning: {warning}"));
@@ -333,12 +334,8 @@ fn prompts(
     placement: &Placement,
 ) -> Result<Prompts, CommandError> {
     let problem_path = kernel.root.join("problem.py");
-    let problem_source = std::fs::read_to_string(&problem_path).map_err(|error| {
-        CommandError::Environment(format!(
-            "failed to read {}: {error}",
-            problem_path.display()
-        ))
-    })?;
+    let problem_source = crate::user_file::read_text(&problem_path, settings.max_source_bytes)
+        .map_err(|error| CommandError::Environment(error.to_string()))?;
     let facts = PromptFacts {
         platform: placement.platform(),
         gpu: placement.first_spec(),
@@ -355,8 +352,9 @@ fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
     ["problem.py", "test.py"]
         .into_iter()
         .filter_map(|name| {
-            std::fs::read_to_string(kernel_dir.join(name))
+            crate::kernel_dir::read_kernel_file(&kernel_dir.join(name))
                 .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
                 .map(|text| (name.to_string(), text))
         })
         .collect()

@@ -85,7 +85,7 @@ impl KernelFingerprint {
             KERNEL_FILES
                 .into_iter()
                 .map(|name| {
-                    let hash = std::fs::read(kernel_dir.join(name))
+                    let hash = crate::kernel_dir::read_kernel_file(&kernel_dir.join(name))
                         .ok()
                         .map(|bytes| actors::journal::sha256_hex(&String::from_utf8_lossy(&bytes)));
                     (name.to_string(), hash)

@@ -9,6 +9,7 @@ pub mod commands;
 pub mod config;
 pub mod console;
 pub mod devices;
+pub mod dot_env;
 pub mod evaluator;
 pub mod exit;
 pub mod gpus;

@@ -21,6 +21,7 @@ use crate::check::CheckReport;
 use crate::config::{LlmChoice, RunSettings};
 use crate::console;
 use crate::devices::DeviceKind;
+use crate::dot_env::DotEnv;
 use crate::exit;
 use crate::gpus::RunDevices;
 use crate::kernel_dir::KernelDir;
@@ -284,7 +285,21 @@ fn llm_provider(
                 keys,
                 settings.high_reasoning_effort,
             )?;
-            let resolved = llm::resolve(&raw, &|name| std::env::var(name).ok())?;
+            let dot_env = DotEnv::load(Path::new("."))
+                .map_err(|error| CommandError::Environment(error.to_string()))?;
+            let resolved = llm::resolve(&raw, &|name| dot_env.get(name)).map_err(|error| {
+                match error {
+                    // The environment and .env were both looked in: the message names both.
+                    llm::LlmConfigError::MissingApiKey { provider, env_var } => {
+                        CommandError::Environment(format!(
+                            "{env_var} is not set: the {provider} provider takes its API key from \
+                             the environment or from {} (a line {env_var}=…), and neither has it",
+                            dot_env.path().display()
+                        ))
+                    }
+                    other => other.into(),
+                }
+            })?;
             for warning in &resolved.warnings {
                 console::err(format_args!("kactors: warning: {warning}"));
             }

@@ -208,14 +208,17 @@ fn a_run_ended_by_max_time_or_by_ctrl_c_ends_with_run_finished_and_no_worker_die
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     let running = Running::start(&mut command);
-    let run = wait_for("the initial kernel's verification", || {
+    // Candidate 1 on the device, candidate 2 queued for it: the shutdown stops the worker
+    // with work in its mailbox.
+    let run = wait_for("the first proposal's verification", || {
         let run = std::fs::read_dir(workspace.path().join("runs"))
             .ok()?
             .next()?
             .ok()?
             .path();
         let text = std::fs::read_to_string(run.join("journal.jsonl")).ok()?;
-        text.contains(r#""type":"step_started""#).then_some(run)
+        text.contains(r#""type":"step_started","candidate":1"#)
+            .then_some(run)
     });
     running.signal(Signal::SIGINT);
     let interrupted = running.finish();

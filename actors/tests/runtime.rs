@@ -2429,6 +2429,103 @@ fn max_time_stops_the_search_in_time_for_the_finale_and_ends_it_as_planned() {
     );
 }
 
+/// Issue 24: a run that ends while its initial kernel is on the device (a limit already
+/// reached at the start) stops that worker itself: no `worker_died`, and `run_finished` is
+/// the journal's last record.
+#[test]
+fn a_worker_the_run_stops_at_its_end_did_not_die_and_nothing_follows_run_finished() {
+    let ran = run_recorded(Scenario {
+        search: beam(1, 2, 5),
+        time_limit: Some(time_limit(0, 300)),
+        ..Scenario::default()
+    });
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    assert!(
+        !ran.events
+            .iter()
+            .any(|event| matches!(event, Event::WorkerDied { .. })),
+        "{:?}",
+        ran.events
+    );
+    assert!(
+        matches!(
+            ran.records.last().map(|record| &record.event),
+            Some(Event::RunFinished { .. })
+        ),
+        "{:?}",
+        ran.records.last()
+    );
+}
+
+/// Whoever the Collector reports a failed write to, in a test that expects none.
+struct NoOneListens;
+
+impl Actor for NoOneListens {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<actors::collector::RecordsFailed> for NoOneListens {
+    type Result = ();
+
+    fn handle(&mut self, failed: actors::collector::RecordsFailed, _: &mut Self::Context) {
+        panic!("no write fails here: {}", failed.message);
+    }
+}
+
+/// Issue 24: `run_finished` is the journal's last record: the Collector refuses whatever comes
+/// after it (here a late `worker_died` and a second end).
+#[test]
+fn the_collector_journals_nothing_after_run_finished() {
+    use actors::collector::{Collector, FinishRun, Record};
+    let journal: Journal = Arc::default();
+    let store = MemoryStore {
+        journal: journal.clone(),
+        milestones: Milestones::new(),
+        fault: StoreFault::None,
+        best: Arc::default(),
+        reports: Arc::default(),
+    };
+    let finished = || Event::RunFinished {
+        outcome: RunOutcome::Completed,
+        reason: "max_rounds (1) reached".into(),
+        best_candidate: None,
+        best_ms: None,
+        initial_ms: None,
+    };
+    actix::System::new().block_on(async move {
+        let collector = Collector::new(
+            Box::new(store),
+            Box::new(Silent),
+            Arc::new(WallClock),
+            NoOneListens.start().recipient(),
+        )
+        .start();
+        let finish = |event| FinishRun {
+            event,
+            best_source: None,
+        };
+        collector.send(finish(finished())).await.unwrap().unwrap();
+        collector.do_send(Record(Event::WorkerDied {
+            device: DeviceId(0),
+            candidate: Some(CandidateId(1)),
+            reason: "late".into(),
+        }));
+        // Answered once everything sent before it was handled.
+        collector.send(finish(finished())).await.unwrap().unwrap();
+    });
+    let events: Vec<Event> = journal
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|record| record.event.clone())
+        .collect();
+    assert_eq!(
+        events,
+        [Event::RunDirMeasured { bytes: 0 }, finished()],
+        "the end measures the run directory, then journals run_finished, once"
+    );
+}
+
 /// Issue 13: a finale that would not end by max_time is skipped, and the reason says so: a
 /// resumed run whose earlier processes spent nearly all of max_time.
 #[test]

@@ -204,13 +204,12 @@ impl RunSettings {
         if limit.remaining >= reserved {
             return Ok(());
         }
-        let seconds = |span: Duration| humantime::format_duration(span).to_string();
         Err(ConfigError::MaxTimeTooShort {
             max_time: limit.label,
-            reserved: seconds(reserved),
-            grace: seconds(limit.evaluation_grace),
-            finale: seconds(limit.finale_reserve),
-            shutdown: seconds(limit.exit_margin),
+            reserved,
+            grace: limit.evaluation_grace,
+            finale: limit.finale_reserve,
+            shutdown: limit.exit_margin,
             smallest: reserved.as_secs() + u64::from(reserved.subsec_nanos() > 0),
             step_key: match platform {
                 Platform::Noop => "noop_eval_s",

@@ -13,7 +13,9 @@ use actors::model::{KernelSource, Verdict};
 use nix::fcntl::{Flock, FlockArg};
 use nix::sys::signal::Signal;
 use serde_json::Value;
-use support::runs::{Running, assert_exit, assert_says, finish, stderr, wait_for};
+use support::runs::{
+    Running, assert_exit, assert_says, finish, journal, only_run, stderr, wait_for,
+};
 use support::{kactors, kernel_with_candidates};
 
 /// A dry run on one simulated device: rounds of two candidates, 20 ms evaluations, a short
@@ -76,25 +78,12 @@ impl Workspace {
 
     /// The folder of the workspace's one run.
     fn run_dir(&self) -> PathBuf {
-        let runs: Vec<PathBuf> = std::fs::read_dir(self.path().join("runs"))
-            .unwrap()
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        assert_eq!(runs.len(), 1, "one run: {runs:?}");
-        runs[0].clone()
+        only_run(self.path())
     }
 
     fn has_runs(&self) -> bool {
         self.path().join("runs").exists()
     }
-}
-
-fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 /// The invariant of every end: the journal's last record is its one `run_finished` (a resumed

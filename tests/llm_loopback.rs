@@ -75,13 +75,7 @@ fn an_api_key_in_dot_env_is_used_never_written_nor_logged_and_the_environment_wi
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "{stderr}");
     let from_file = server.authorizations();
-    assert!(!from_file.is_empty());
-    assert!(
-        from_file
-            .iter()
-            .all(|header| *header == format!("Bearer {DOT_ENV_KEY}")),
-        "{from_file:?}"
-    );
+    assert_every_request_carried(&from_file, DOT_ENV_KEY);
     assert!(
         !stderr.contains(DOT_ENV_KEY)
             && !String::from_utf8_lossy(&output.stdout).contains(DOT_ENV_KEY)
@@ -107,13 +101,17 @@ fn an_api_key_in_dot_env_is_used_never_written_nor_logged_and_the_environment_wi
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let from_environment = &server.authorizations()[from_file.len()..];
-    assert!(!from_environment.is_empty());
+    assert_every_request_carried(&server.authorizations()[from_file.len()..], KEY);
+}
+
+/// Some requests came, and each carried `key` as its bearer token.
+fn assert_every_request_carried(authorizations: &[String], key: &str) {
+    assert!(!authorizations.is_empty());
     assert!(
-        from_environment
+        authorizations
             .iter()
-            .all(|header| *header == format!("Bearer {KEY}")),
-        "{from_environment:?}"
+            .all(|header| *header == format!("Bearer {key}")),
+        "{authorizations:?}"
     );
 }
 

@@ -17,7 +17,9 @@ use actors::search_state::TWICE_IN_FLIGHT;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
-use support::runs::{Running, assert_exit, assert_says, finish, stderr, wait_for};
+use support::runs::{
+    Running, assert_exit, assert_says, finish, journal, only_run, stderr, wait_for,
+};
 use support::standin_node::Node;
 use support::{is_running, kactors, kernel_with_candidates};
 
@@ -92,12 +94,7 @@ impl Workspace {
 
     /// The folder of the workspace's one run.
     fn run_dir(&self) -> PathBuf {
-        let runs: Vec<PathBuf> = std::fs::read_dir(self.path().join("runs"))
-            .unwrap()
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        assert_eq!(runs.len(), 1, "one run: {runs:?}");
-        runs[0].clone()
+        only_run(self.path())
     }
 
     fn wait_for_run_dir(&self) -> PathBuf {
@@ -126,13 +123,7 @@ struct Journal(Vec<Value>);
 
 impl Journal {
     fn read(run: &Path) -> Journal {
-        Journal(
-            std::fs::read_to_string(run.join("journal.jsonl"))
-                .unwrap()
-                .lines()
-                .map(|line| serde_json::from_str(line).unwrap())
-                .collect(),
-        )
+        Journal(journal(run))
     }
 
     /// Whatever the journal holds now, a torn last line left out: for polling a live run.

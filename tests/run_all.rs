@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
+use support::runs::journal;
 use support::{example, kactors, send_signal, write_executable};
 
 /// A host: a folder with `configs/` (strategy files), `bin/` (the only tools on PATH besides
@@ -94,14 +95,6 @@ impl Host {
         serde_json::from_str(&std::fs::read_to_string(self.path().join("runs").join(name)).unwrap())
             .unwrap()
     }
-}
-
-fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 fn count(records: &[Value], kind: &str) -> usize {

@@ -1,6 +1,7 @@
 //! Running kactors to its end from a test: a run that outlives `HANG` is a hang, killed and
 //! failed rather than left to block the suite; its output and exit code, asserted on.
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -98,4 +99,23 @@ pub fn wait_for<T>(what: &str, mut until: impl FnMut() -> Option<T>) -> T {
         assert!(Instant::now() < deadline, "waited {HANG:?} for {what}");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The one run folder under `folder/runs`.
+pub fn only_run(folder: &Path) -> PathBuf {
+    let runs: Vec<PathBuf> = std::fs::read_dir(folder.join("runs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    assert_eq!(runs.len(), 1, "one run: {runs:?}");
+    runs[0].clone()
+}
+
+/// A run's journal, every line read as JSON.
+pub fn journal(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
 }

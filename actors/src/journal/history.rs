@@ -159,6 +159,16 @@ mod tests {
         crate::journal::samples::run_started("")
     }
 
+    fn finished(outcome: RunOutcome, reason: &str) -> Event {
+        Event::RunFinished {
+            outcome,
+            reason: reason.into(),
+            best_candidate: None,
+            best_ms: None,
+            initial_ms: None,
+        }
+    }
+
     fn resumed(in_flight: &[u64]) -> Event {
         Event::RunResumed {
             previous_end: "killed".into(),
@@ -278,13 +288,7 @@ mod tests {
             started(),
             step(1, Step::Profile),
             step(2, Step::Verify),
-            Event::RunFinished {
-                outcome: RunOutcome::Interrupted,
-                reason: "interrupted by SIGINT".into(),
-                best_candidate: None,
-                best_ms: None,
-                initial_ms: None,
-            },
+            finished(RunOutcome::Interrupted, "interrupted by SIGINT"),
             resumed(&[2]),
             step(1, Step::Profile),
             step(2, Step::Verify),
@@ -300,13 +304,7 @@ mod tests {
             at(2, received(2, Some(-3.0))),
             at(
                 5,
-                Event::RunFinished {
-                    outcome: RunOutcome::Interrupted,
-                    reason: "interrupted by SIGTERM".into(),
-                    best_candidate: None,
-                    best_ms: None,
-                    initial_ms: None,
-                },
+                finished(RunOutcome::Interrupted, "interrupted by SIGTERM"),
             ),
         ];
         let history = history(&records).unwrap();
@@ -315,16 +313,6 @@ mod tests {
         assert_eq!(history.spent_usd, 0.0);
         assert_eq!(history.time_spent, Duration::from_secs(5));
         assert!(super::history(&[]).is_none());
-    }
-
-    fn finished(outcome: RunOutcome, reason: &str) -> Event {
-        Event::RunFinished {
-            outcome,
-            reason: reason.into(),
-            best_candidate: None,
-            best_ms: None,
-            initial_ms: None,
-        }
     }
 
     #[test]

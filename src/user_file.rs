@@ -1,6 +1,6 @@
 //! The one way kactors reads a file the user gave it: the kernel directory's input.py,
-//! problem.py and test.py, strategy files and the prompt templates they name, replay files and
-//! `.env`. Each is refused unless it is a regular file, before a byte is read (a FIFO would
+//! problem.py and test.py, strategy files and the prompt templates they name, replay files,
+//! `.env`, and a run directory's run.yaml and journal (`kactors resume` and `report`). Each is refused unless it is a regular file, before a byte is read (a FIFO would
 //! block the read forever, a device such as /dev/zero would never end), and never more than
 //! its limit plus one byte is read, so a file that grows while it is read is refused too rather
 //! than exhausting the memory. Errors name the file and the limit.
@@ -61,14 +61,17 @@ fn kind_of(file_type: std::fs::FileType) -> &'static str {
     }
 }
 
-/// The bytes of the regular file at `path` (links followed), at most `limit` of them.
-pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
+/// The regular file at `path` (links followed), open for reading; anything else refused
+/// before a byte is read. For a file read as a stream with bounds of its own (a journal, by
+/// lines of at most `MAX_LINE_BYTES`).
+pub fn open_regular(path: &Path) -> Result<(File, std::fs::Metadata), UserFileError> {
     let error = |source| UserFileError::Read {
         path: path.to_path_buf(),
         source,
     };
     // O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one;
-    // the type is then read from the descriptor itself, so it is the file that is read.
+    // the type is then read from the descriptor itself, so it is the file that is read. On a
+    // regular file the flag changes nothing.
     let file = File::options()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK)
@@ -81,6 +84,12 @@ pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
             kind: kind_of(metadata.file_type()),
         });
     }
+    Ok((file, metadata))
+}
+
+/// The bytes of the regular file at `path` (links followed), at most `limit` of them.
+pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
+    let (file, metadata) = open_regular(path)?;
     let too_large = |size| UserFileError::TooLarge {
         path: path.to_path_buf(),
         size,
@@ -92,7 +101,10 @@ pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, UserFileError> {
     let mut bytes = Vec::with_capacity(metadata.len() as usize);
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(error)?;
+        .map_err(|source| UserFileError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
     if bytes.len() as u64 > limit {
         return Err(too_large(bytes.len() as u64));
     }

@@ -289,6 +289,27 @@ fn a_strategy_file_that_is_a_fifo_is_refused_without_a_hang() {
     );
 }
 
+#[test]
+fn a_journal_that_is_a_fifo_is_refused_by_resume_and_report_without_a_hang() {
+    let workspace = Workspace::new(&format!("{NOOP}max_rounds: 3\n"), 8);
+    let run = killed_run(&workspace, "evaluated:3");
+    let journal = run.join("journal.jsonl");
+    std::fs::remove_file(&journal).unwrap();
+    nix::unistd::mkfifo(&journal, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let said = format!(
+        "{} is a FIFO (named pipe), not a regular file",
+        journal.display()
+    );
+    let resumed = workspace.resume(&run);
+    assert_exit(&resumed, 2);
+    assert_says(&resumed, "it has no journal.jsonl");
+    let mut report = kactors(workspace.path());
+    report.arg("report").arg(&run);
+    let reported = finish(report);
+    assert_exit(&reported, 2);
+    assert_says(&reported, &said);
+}
+
 /// A run killed (SIGKILL, by the test hook) just before its `nth` record of `record_type`.
 fn killed_run(workspace: &Workspace, abort_at: &str) -> PathBuf {
     let mut command = workspace.command("run", &[]);

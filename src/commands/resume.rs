@@ -4,7 +4,6 @@
 //! the run started with, the children the dead process left ended, and the search goes on from
 //! the journal's fold.
 
-use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::time::SystemTime;
@@ -17,6 +16,7 @@ use actors::journal::{
 use crate::cli::ResumeArgs;
 use crate::console;
 use crate::run_dir::RunDirectory;
+use crate::user_file::open_regular;
 
 use super::CommandError;
 use super::run::{Continuation, KernelFingerprint, Launch, RecordedRun, execute, settings_changes};
@@ -27,11 +27,8 @@ fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u6
     let unreadable = |why: String| {
         CommandError::Environment(format!("cannot resume from {}: {why}", path.display()))
     };
-    let file = File::open(&path).map_err(|error| unreadable(error.to_string()))?;
-    let length = file
-        .metadata()
-        .map_err(|error| unreadable(error.to_string()))?
-        .len();
+    let (file, metadata) = open_regular(&path).map_err(|error| unreadable(error.to_string()))?;
+    let length = metadata.len();
     let mut records = Vec::new();
     let torn = read_journal(BufReader::new(file), |record| records.push(record))
         .map_err(|error| unreadable(error.to_string()))?;
@@ -50,11 +47,13 @@ fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u6
 }
 
 /// The schema version (`v`) of the journal's first record, which the run's first process wrote.
-fn first_version(path: &Path) -> std::io::Result<Option<u64>> {
+fn first_version(path: &Path) -> Result<Option<u64>, String> {
+    let (file, _) = open_regular(path).map_err(|error| error.to_string())?;
     let mut first = Vec::new();
-    BufReader::new(File::open(path)?)
+    BufReader::new(file)
         .take(MAX_LINE_BYTES + 1)
-        .read_until(b'\n', &mut first)?;
+        .read_until(b'\n', &mut first)
+        .map_err(|error| error.to_string())?;
     Ok(serde_json::from_slice::<serde_json::Value>(&first)
         .ok()
         .and_then(|record| record["v"].as_u64()))

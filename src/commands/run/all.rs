@@ -9,7 +9,6 @@
 //! `worst_exit_code`); `run_all` carries it out.
 
 use std::fmt;
-use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -545,7 +544,7 @@ fn refused_run(strategy: String, message: String, run_dir: Option<PathBuf>, json
 
 /// A run's figures and the dollars it spent, from its journal.
 fn read_run(root: &Path) -> Option<(Headline, f64)> {
-    let file = File::open(root.join("journal.jsonl")).ok()?;
+    let (file, _) = crate::user_file::open_regular(&root.join("journal.jsonl")).ok()?;
     let mut summary = RunSummary::default();
     let mut records = Vec::new();
     read_journal(BufReader::new(file), |record| {

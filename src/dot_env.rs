@@ -175,5 +175,7 @@ mod tests {
             Some("sk-from-the-file")
         );
         assert!(!format!("{loaded:?}").contains("sk-from-the-file"));
+        // kactors' own environment, which every child's is made from, never holds it.
+        assert!(std::env::var_os("KACTORS_TEST_DOT_ENV_ONLY").is_none());
     }
 }

@@ -64,6 +64,11 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Check(args) => Ok(check::check(args)),
         Command::Report(args) => report::report(args),
         Command::Agent(args) => Ok(agent::agent(args)),
+        Command::SandboxExec(args) => Ok(crate::sandbox::sandbox_exec(
+            &args.policy(),
+            &args.command,
+            args.probe,
+        )),
     };
     match result {
         Ok(code) => code,

@@ -197,8 +197,9 @@ fn each_layer_imports_only_the_layers_below_it() {
     check_layer(
         &graph,
         "profiling",
-        &["process", "signals", "devices", "vendor"],
+        &["process", "sandbox", "signals", "devices", "vendor"],
     );
+    check_layer(&graph, "sandbox", &["process"]);
     check_layer(&graph, "nvidia", &["profiling", "devices"]);
     check_layer(&graph, "rocm", &["profiling", "devices"]);
     check_layer(
@@ -207,7 +208,7 @@ fn each_layer_imports_only_the_layers_below_it() {
         &["nvidia", "rocm", "profiling"],
     );
     check_layer(&graph, "devices", &["process", "vendor"]);
-    check_layer(&graph, "config", &["llm", "user_file", "vendor"]);
+    check_layer(&graph, "config", &["llm", "sandbox", "user_file", "vendor"]);
     check_layer(
         &graph,
         "prompts",

@@ -143,6 +143,8 @@ pub struct RunSummary {
     configuration: Vec<(String, String)>,
     strategy: String,
     simulated: bool,
+    /// What the sandbox of candidate code had: the setting and one line per protection.
+    sandbox: Option<crate::journal::SandboxRecord>,
     initial_ms: Option<f64>,
     eager_ms: Option<f64>,
     compile_ms: Option<f64>,
@@ -255,11 +257,13 @@ impl RunSummary {
                 num_bottlenecks,
                 max_rounds,
                 devices,
+                sandbox,
                 ..
             } => {
                 self.started = Some(record.t);
                 self.strategy = strategy.clone();
                 self.simulated = *simulated;
+                self.sandbox = sandbox.clone();
                 self.configuration = vec![
                     ("strategy".into(), strategy.clone()),
                     ("platform".into(), platform.clone()),

@@ -650,6 +650,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             max_rounds: scenario.search.max_rounds,
             devices: Vec::new(),
             initial_source: scenario.initial.into(),
+            sandbox: None,
         },
         manager: ManagerSettings {
             search: scenario.search,

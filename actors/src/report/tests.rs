@@ -202,6 +202,7 @@ fn two_devices_of_n2() -> (Event, RunSummary) {
         max_rounds: 1,
         devices: vec![device(0, 0), device(1, 1)],
         initial_source: String::new(),
+        sandbox: None,
     };
     (started, RunSummary::default())
 }

@@ -392,6 +392,7 @@ pub(crate) fn execute(
         llm,
         max_inflight,
         prompts,
+        preflight,
         ..
     } = launch;
     let run_root = run_dir.root().to_path_buf();
@@ -422,6 +423,7 @@ pub(crate) fn execute(
         max_rounds: search.max_rounds,
         devices: described,
         initial_source: kernel.initial.text().to_string(),
+        sandbox: (!simulated).then(|| sandbox_record(&settings, &preflight)),
     };
     let manager = ManagerSettings {
         search,
@@ -512,6 +514,24 @@ pub(crate) fn execute(
         result.reason,
     ));
     Ok(exit::of_outcome(result.outcome))
+}
+
+/// The sandbox as the preflight found it, for the journal and the report: the setting and the
+/// sandbox's check lines (a node agent's named by its node).
+fn sandbox_record(
+    settings: &RunSettings,
+    preflight: &CheckReport,
+) -> actors::journal::SandboxRecord {
+    actors::journal::SandboxRecord {
+        setting: settings.sandbox.name().to_string(),
+        protections: preflight
+            .lines()
+            .iter()
+            .map(|line| line.what())
+            .filter(|what| what.contains("sandbox"))
+            .map(str::to_string)
+            .collect(),
+    }
 }
 
 fn outcome_word(outcome: &actors::journal::RunOutcome) -> &'static str {

@@ -25,8 +25,8 @@ impl PidLock {
 #[derive(Debug)]
 pub enum Locked {
     Held(PidLock),
-    /// Another process holds it: `pid N`, or, in the moment between its lock and its pid
-    /// (the file still empty, or naming a holder that is gone), a process that is starting.
+    /// Another process holds it: `pid N`, or, in the moment between its lock and its pid (the
+    /// file still empty, or naming a holder that is gone), a process that is starting.
     Busy {
         holder: String,
     },
@@ -57,13 +57,19 @@ pub fn try_lock(path: &Path) -> io::Result<Locked> {
         }
         Err((mut file, errno)) if errno == Errno::EWOULDBLOCK => {
             let mut text = String::new();
-            let written = file.read_to_string(&mut text).ok().and_then(|_| {
-                let pid: u32 = text.trim().parse().ok()?;
-                Path::new(&format!("/proc/{pid}")).exists().then_some(pid)
-            });
+            let written: Option<u32> = file
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse().ok());
             let holder = match written {
-                Some(pid) => format!("pid {pid}"),
                 None => STARTING.to_string(),
+                Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => format!("pid {pid}"),
+                // The file still names the holder before (a new one has locked it and not yet
+                // written), or a process of another host sharing the folder.
+                Some(pid) => format!(
+                    "the lock file names pid {pid}, which does not run on this host: {STARTING}, \
+                     or it runs on another node"
+                ),
             };
             Ok(Locked::Busy { holder })
         }
@@ -94,12 +100,21 @@ mod tests {
     fn a_holder_that_has_not_written_its_pid_yet_is_one_that_is_starting() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lock");
-        for before in ["", "999999999"] {
+        for (before, said) in [
+            ("", STARTING.to_string()),
+            (
+                "999999999",
+                format!(
+                    "the lock file names pid 999999999, which does not run on this host: \
+                     {STARTING}, or it runs on another node"
+                ),
+            ),
+        ] {
             std::fs::write(&path, before).unwrap();
             let taken = File::open(&path).unwrap();
             let _held = Flock::lock(taken, FlockArg::LockExclusiveNonblock).unwrap();
             match try_lock(&path).unwrap() {
-                Locked::Busy { holder } => assert_eq!(holder, STARTING, "{before:?}"),
+                Locked::Busy { holder } => assert_eq!(holder, said, "{before:?}"),
                 Locked::Held(_) => panic!("a held lock is not taken twice"),
             }
         }

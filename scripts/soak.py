@@ -18,6 +18,7 @@ default target/release/kactors, 10000). Nothing but the temporary folder is writ
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +30,7 @@ binary = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/release/k
 CANDIDATES = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
 BEAM, BOTTLENECKS, DEVICES, EVAL_S = 4, 5, 4, 0.002
 ROUNDS = -(-CANDIDATES // (BEAM * BOTTLENECKS))
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "optimize_01_matvec"
 
 
 def stamp(text):
@@ -66,11 +68,9 @@ def per_thousand(records):
 def workspace(work):
     kernel = work / "kernel"
     (kernel / "candidates").mkdir(parents=True)
-    (kernel / "input.py").write_text("def kernel_function(x):\n    return x\n")
-    (kernel / "problem.py").write_text(
-        "class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n"
-    )
-    (kernel / "test.py").write_text("print('ok')\n")
+    # The matvec example's files: the noop platform runs none of them.
+    for name in ("input.py", "problem.py", "test.py"):
+        shutil.copy(EXAMPLE / name, kernel / name)
     for i in range(CANDIDATES + 1):
         # Each a different token stream: variants differing only in comments are duplicates.
         (kernel / "candidates" / f"{i:06d}.py").write_text(

@@ -7,18 +7,16 @@ use std::path::{Path, PathBuf};
 use actors::model::KernelSource;
 
 use crate::config::ranges::MAX_SOURCE_BYTES;
+use crate::user_file::{self, UserFileError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum KernelDirError {
     #[error("kernel directory {0} does not exist or is not a directory")]
     NotADirectory(PathBuf),
-    #[error(
-        "failed to read {path}: {source}; a kernel directory holds input.py, problem.py and test.py"
-    )]
+    #[error("{source}; a kernel directory holds input.py, problem.py and test.py")]
     Read {
-        path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: UserFileError,
     },
     #[error(
         "{path} is {size} bytes, more than max_source_bytes ({limit}): it would go into every \
@@ -30,6 +28,11 @@ pub enum KernelDirError {
         size: u64,
         limit: u64,
     },
+    #[error(
+        "--run-dir {run_dir} is inside the kernel directory {kernel}: kactors never writes into \
+         the kernel directory (nor its candidates/); give a --run-dir outside it"
+    )]
+    RunDirInside { run_dir: PathBuf, kernel: PathBuf },
     #[error("{path} does not define `{name}`: expected {expected}")]
     Missing {
         path: PathBuf,
@@ -44,16 +47,24 @@ pub struct KernelDir {
     pub initial: KernelSource,
 }
 
-/// A file of the kernel directory, refused before it is read when it is larger than `limit`.
+/// A file of the kernel directory, refused before it is read when it is not a regular file or
+/// is larger than `limit`.
 fn read(path: PathBuf, limit: u64) -> Result<String, KernelDirError> {
-    let size = match std::fs::metadata(&path) {
-        Ok(metadata) => metadata.len(),
-        Err(source) => return Err(KernelDirError::Read { path, source }),
-    };
-    if size > limit {
-        return Err(KernelDirError::TooLarge { path, size, limit });
-    }
-    std::fs::read_to_string(&path).map_err(|source| KernelDirError::Read { path, source })
+    user_file::read_text(&path, limit).map_err(|source| match source {
+        UserFileError::TooLarge { path, size, limit } => {
+            KernelDirError::TooLarge { path, size, limit }
+        }
+        source => KernelDirError::Read { source },
+    })
+}
+
+/// The most kactors reads of a kernel directory's test.py, which no prompt carries.
+pub const MAX_TEST_BYTES: u64 = *MAX_SOURCE_BYTES.end();
+
+/// A file of a kernel directory as kactors reads it anywhere (a hash, the finale's copy): the
+/// bounded reader's, with input.py and problem.py held to max_source_bytes by `open` first.
+pub fn read_kernel_file(path: &Path) -> Result<Vec<u8>, UserFileError> {
+    user_file::read_bytes(path, MAX_TEST_BYTES)
 }
 
 /// Whether Python source defines `name` at the top level, as a function or a class. A reading of
@@ -108,10 +119,52 @@ impl KernelDir {
                 });
             }
         }
+        // test.py runs only at the end, but one that cannot be read must refuse the run now.
+        let test_path = root.join("test.py");
+        match read(test_path, MAX_TEST_BYTES) {
+            Err(KernelDirError::Read { source }) if source.is_missing() => {}
+            Err(error) => return Err(error),
+            Ok(_) => {}
+        }
         Ok(KernelDir {
             root: root.to_path_buf(),
             initial: KernelSource::new(input),
         })
+    }
+}
+
+/// `path` with its symbolic links and `..` resolved as far as it exists, the rest appended: a
+/// folder not made yet is placed where it would be made.
+fn resolved(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(found) = existing.canonicalize() {
+            return rest.iter().rev().fold(found, |path, part| path.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return absolute,
+        }
+    }
+}
+
+impl KernelDir {
+    /// Refuses a run directory (the folder runs are made in) inside the kernel directory:
+    /// nothing is written there, and its candidates/ are the replay provider's.
+    pub fn refuse_run_dir_inside(&self, run_parent: &Path) -> Result<(), KernelDirError> {
+        let kernel = resolved(&self.root);
+        if resolved(run_parent).starts_with(&kernel) {
+            return Err(KernelDirError::RunDirInside {
+                run_dir: run_parent.to_path_buf(),
+                kernel: self.root.clone(),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -41,12 +41,11 @@ const MAX_LESSON_REASON_CHARS: usize = 300;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PromptError {
-    #[error("failed to read template `{name}` from {path}: {source}")]
+    #[error("failed to read template `{name}`: {source}")]
     Read {
         name: String,
-        path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: crate::user_file::UserFileError,
     },
     #[error("template `{name}` does not parse: {message}")]
     Syntax { name: String, message: String },
@@ -225,11 +224,11 @@ impl Prompts {
         for (name, shipped) in SHIPPED {
             let text = match overrides.get(*name) {
                 Some(path) => {
-                    std::fs::read_to_string(path).map_err(|source| PromptError::Read {
-                        name: name.to_string(),
-                        path: path.clone(),
-                        source,
-                    })?
+                    crate::user_file::read_text(path, crate::user_file::MAX_SETTINGS_BYTES)
+                        .map_err(|source| PromptError::Read {
+                            name: name.to_string(),
+                            source,
+                        })?
                 }
                 None => shipped.to_string(),
             };

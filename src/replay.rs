@@ -15,6 +15,8 @@ use std::time::Duration;
 use actors::model::KernelSource;
 use actors::ports::{LlmError, LlmProvider, LlmReply, LlmRequest, LocalFuture, RequestKind};
 
+use crate::user_file::read_text;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     #[error("failed to read the replay folder {path}: {source}")]
@@ -31,6 +33,8 @@ pub struct ReplayProvider {
     assigned: RefCell<HashMap<String, usize>>,
     next: Cell<usize>,
     latency: Duration,
+    /// The most bytes read of one file (max_source_bytes).
+    max_bytes: u64,
     warning: Option<String>,
 }
 
@@ -69,8 +73,15 @@ impl ReplayProvider {
             assigned: RefCell::new(HashMap::new()),
             next: Cell::new(0),
             latency,
+            max_bytes: *crate::config::ranges::MAX_SOURCE_BYTES.end(),
             warning,
         })
+    }
+
+    /// Reads at most `max_bytes` of each file: a larger one fails its request.
+    pub fn reading_at_most(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// What the person starting the run should know: the folder is missing or empty.
@@ -130,12 +141,22 @@ impl LlmProvider for ReplayProvider {
                 (RequestKind::Reflexion, _) => Ok(text_reply("")),
                 (RequestKind::Optimize | RequestKind::Refine, file) => {
                     let file = file.flatten().ok_or(LlmError::Exhausted)?;
-                    let code = tokio::fs::read_to_string(&file).await.map_err(|error| {
-                        LlmError::Failed(format!(
-                            "failed to read replay file {}: {error}",
-                            file.display()
-                        ))
-                    })?;
+                    let (path, limit) = (file.clone(), self.max_bytes);
+                    // The bounded reader blocks (briefly: it refuses what is not a regular file
+                    // before reading), so off the actors' thread.
+                    let read = tokio::task::spawn_blocking(move || read_text(&path, limit)).await;
+                    let code = match read {
+                        Ok(Ok(code)) => code,
+                        Ok(Err(error)) => {
+                            return Err(LlmError::Failed(format!("replay file: {error}")));
+                        }
+                        Err(error) => {
+                            return Err(LlmError::Failed(format!(
+                                "failed to read replay file {}: {error}",
+                                file.display()
+                            )));
+                        }
+                    };
                     let name = file
                         .file_name()
                         .map(|n| n.to_string_lossy().into_owned())

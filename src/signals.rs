@@ -27,6 +27,15 @@ static ROUTE: Mutex<Route> = Mutex::new(Route {
 /// runtime outlives each run's actor system, so that a signal between two runs is not lost.
 static LISTENER: OnceLock<Result<(), String>> = OnceLock::new();
 
+/// Ignores SIGXFSZ for the rest of the process: a write past RLIMIT_FSIZE then fails with EFBIG
+/// and takes the path of a full disk (the record cut back, the run stopped, exit 1) instead of
+/// killing kactors halfway through a journal line. Called once, before anything is written.
+pub fn ignore_file_size_limit() {
+    // SAFETY: SIG_IGN installs no handler; nothing else of kactors handles SIGXFSZ.
+    let _ =
+        unsafe { nix::sys::signal::signal(Signal::SIGXFSZ, nix::sys::signal::SigHandler::SigIgn) };
+}
+
 /// Forwards every SIGINT and SIGTERM to `supervisor` from now on, which decides what each one
 /// means. SIGHUP (a dropped ssh session, a closed terminal) is noted in kactors.log and
 /// otherwise ignored: the run goes on unattended, its progress dropped once the terminal is gone.

@@ -461,10 +461,7 @@ fn profile_usage_errors_exit_2_with_only_the_json_error_on_stdout() {
             &["--timeout", "1e300"],
             "--timeout 1e300: expected a positive number of seconds",
         ),
-        (
-            &["--kernel", "absent.py"],
-            "failed to read the kernel absent.py",
-        ),
+        (&["--kernel", "absent.py"], "failed to read absent.py"),
     ];
     for (extra, message) in cases {
         let output = node.profile(extra, &[]);

@@ -193,6 +193,7 @@ fn check_layer(graph: &BTreeMap<String, BTreeSet<String>>, layer: &str, allowed:
 fn each_layer_imports_only_the_layers_below_it() {
     let graph = import_graph();
     check_layer(&graph, "vendor", &[]);
+    check_layer(&graph, "user_file", &[]);
     check_layer(
         &graph,
         "profiling",
@@ -207,8 +208,12 @@ fn each_layer_imports_only_the_layers_below_it() {
         &["nvidia", "rocm", "profiling"],
     );
     check_layer(&graph, "devices", &["process", "vendor"]);
-    check_layer(&graph, "config", &["llm", "sandbox", "vendor"]);
-    check_layer(&graph, "prompts", &["devices", "nvidia", "vendor"]);
+    check_layer(&graph, "config", &["llm", "sandbox", "user_file", "vendor"]);
+    check_layer(
+        &graph,
+        "prompts",
+        &["devices", "nvidia", "user_file", "vendor"],
+    );
     check_layer(&graph, "slurm", &["config", "devices", "process"]);
     check_layer(
         &graph,

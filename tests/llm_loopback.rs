@@ -31,18 +31,122 @@ fn run_against(dir: &Path, base_url: &str) -> std::process::Output {
 
 /// A noop dry run against the loopback server, with `llm` naming the provider and the model.
 fn run_with(dir: &Path, base_url: &str, llm: &str) -> std::process::Output {
+    let mut command = command_with(dir, base_url, llm);
+    command.env("OPENAI_API_KEY", KEY);
+    support::runs::finish(command)
+}
+
+/// That dry run's command, with no provider's key in its environment.
+fn command_with(dir: &Path, base_url: &str, llm: &str) -> Command {
     let config = format!(
         "platform: noop\n{llm}base_url: {base_url}\nnum_workers: 2\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 2\n"
     );
     std::fs::write(dir.join("local.yaml"), config).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_kactors"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_kactors"));
+    command
         .current_dir(dir)
         .args(["run", "--strategy", "local", "--config-dir", "."])
         .arg("--kernel-dir")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/optimize_01_matvec"))
-        .env("OPENAI_API_KEY", KEY)
-        .output()
-        .unwrap()
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_API_KEY");
+    command
+}
+
+const OPENAI: &str = "provider: openai\nmodel: gpt-5-4\n";
+
+/// Issue 22: a key in `.env` (with `export` and quotes) is used when the environment has none;
+/// the environment's wins over it. The file is never written, and its key is in no file of
+/// the run and on no output.
+#[test]
+fn an_api_key_in_dot_env_is_used_never_written_nor_logged_and_the_environment_wins() {
+    const DOT_ENV_KEY: &str = "sk-dotenv-canary-5f3a0c";
+    let dir = tempfile::tempdir().unwrap();
+    let dot_env = dir.path().join(".env");
+    let text = format!("# kactors\n\nexport OPENAI_API_KEY=\"{DOT_ENV_KEY}\"\n");
+    std::fs::write(&dot_env, &text).unwrap();
+    let modified = std::fs::metadata(&dot_env).unwrap().modified().unwrap();
+    let server = serve(
+        200,
+        completion("def kernel_function(a, b):\n    return a"),
+        64,
+    );
+    let output = support::runs::finish(command_with(dir.path(), &server.base_url, OPENAI));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let from_file = server.authorizations();
+    assert_every_request_carried(&from_file, DOT_ENV_KEY);
+    assert!(
+        !stderr.contains(DOT_ENV_KEY)
+            && !String::from_utf8_lossy(&output.stdout).contains(DOT_ENV_KEY)
+    );
+    for file in files_under(&dir.path().join("runs")) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            !text.contains(DOT_ENV_KEY),
+            "the key leaked into {}",
+            file.display()
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&dot_env).unwrap(), text);
+    assert_eq!(
+        std::fs::metadata(&dot_env).unwrap().modified().unwrap(),
+        modified
+    );
+
+    let output = run_with(dir.path(), &server.base_url, OPENAI);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_every_request_carried(&server.authorizations()[from_file.len()..], KEY);
+}
+
+/// Some requests came, and each carried `key` as its bearer token.
+fn assert_every_request_carried(authorizations: &[String], key: &str) {
+    assert!(!authorizations.is_empty());
+    assert!(
+        authorizations
+            .iter()
+            .all(|header| *header == format!("Bearer {key}")),
+        "{authorizations:?}"
+    );
+}
+
+#[test]
+fn a_missing_key_names_the_variable_and_the_dot_env_looked_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = support::runs::finish(command_with(dir.path(), "http://127.0.0.1:9/v1", OPENAI));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    let dot_env = dir.path().join(".env");
+    assert!(
+        stderr.contains(&format!(
+            "OPENAI_API_KEY is not set: the openai provider takes its API key from the \
+             environment or from {} (a line OPENAI_API_KEY=…), and neither has it",
+            dot_env.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_dot_env_that_is_a_fifo_is_refused_without_a_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let dot_env = dir.path().join(".env");
+    nix::unistd::mkfifo(&dot_env, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let output = support::runs::finish(command_with(dir.path(), "http://127.0.0.1:9/v1", OPENAI));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{} is a FIFO (named pipe), not a regular file",
+            dot_env.display()
+        )),
+        "{stderr}"
+    );
 }
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {

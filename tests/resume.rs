@@ -9,44 +9,24 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant, SystemTime};
 
 use actors::journal::JournalRecord;
 use actors::search_state::TWICE_IN_FLIGHT;
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
+use support::runs::{
+    Running, assert_exit, assert_says, finish, journal, only_run, stderr, wait_for,
+};
 use support::standin_node::Node;
 use support::{is_running, kactors, kernel_with_candidates};
 
 const ABORT_AT: &str = "KACTORS_TEST_ABORT_AT";
 
-/// Long enough for any run here on a loaded machine; a run still going then is a hang.
-const HANG: Duration = Duration::from_secs(90);
-
 /// The noop platform with the replay provider, evaluations of 20 ms.
 const NOOP: &str = "platform: noop\nprovider: replay\nnoop_eval_s: 0.02\n";
-
-/// Runs `command` to its end; a process still running after `HANG` is killed and fails the test.
-fn finish(mut command: Command) -> Output {
-    Running::start(command.stdout(Stdio::piped()).stderr(Stdio::piped())).finish()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn assert_exit(output: &Output, code: i32) {
-    assert_eq!(output.status.code(), Some(code), "{}", stderr(output));
-}
-
-/// `output`'s stderr holds `text`.
-fn assert_says(output: &Output, text: &str) {
-    assert!(stderr(output).contains(text), "{}", stderr(output));
-}
 
 fn assert_killed(output: &Output) {
     assert_eq!(
@@ -55,77 +35,6 @@ fn assert_killed(output: &Output) {
         "the abort hook kills the process: {}",
         stderr(output)
     );
-}
-
-/// A kactors started in the background, killed (SIGKILL) if the test ends first.
-struct Running(Option<Child>);
-
-impl Running {
-    fn start(command: &mut Command) -> Running {
-        Running(Some(command.spawn().unwrap()))
-    }
-
-    /// A process the test ends or signals itself; what it prints is not kept (a pipe no one
-    /// reads would fill and stop it).
-    fn background(mut command: Command) -> Running {
-        Running::start(command.stdout(Stdio::null()).stderr(Stdio::null()))
-    }
-
-    fn pid(&self) -> u32 {
-        self.0
-            .as_ref()
-            .expect("the process is not waited for yet")
-            .id()
-    }
-
-    fn signal(&self, signal: Signal) {
-        kill(Pid::from_raw(self.pid() as i32), signal).unwrap();
-    }
-
-    /// Waits for the end; the process is killed and the test fails after `HANG`.
-    fn finish(mut self) -> Output {
-        let child = self.0.take().unwrap();
-        let pid = Pid::from_raw(child.id() as i32);
-        let (sender, receiver) = mpsc::channel();
-        std::thread::spawn(move || sender.send(child.wait_with_output()));
-        match receiver.recv_timeout(HANG) {
-            Ok(output) => output.unwrap(),
-            Err(_) => {
-                let _ = kill(pid, Signal::SIGKILL);
-                let output = receiver.recv().unwrap().unwrap();
-                panic!(
-                    "kactors still ran after {HANG:?}: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
-        }
-    }
-
-    fn kill_and_wait(self) {
-        drop(self);
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(child) = &mut self.0 {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Polls `until` every 10 ms (the journal is the only event a separate process offers) and
-/// fails the test after `HANG`.
-fn wait_for<T>(what: &str, mut until: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + HANG;
-    loop {
-        if let Some(found) = until() {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "waited {HANG:?} for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Waits for the run directory of a run started in the background in `folder`.
@@ -185,12 +94,7 @@ impl Workspace {
 
     /// The folder of the workspace's one run.
     fn run_dir(&self) -> PathBuf {
-        let runs: Vec<PathBuf> = std::fs::read_dir(self.path().join("runs"))
-            .unwrap()
-            .map(|entry| entry.unwrap().path())
-            .collect();
-        assert_eq!(runs.len(), 1, "one run: {runs:?}");
-        runs[0].clone()
+        only_run(self.path())
     }
 
     fn wait_for_run_dir(&self) -> PathBuf {
@@ -219,13 +123,7 @@ struct Journal(Vec<Value>);
 
 impl Journal {
     fn read(run: &Path) -> Journal {
-        Journal(
-            std::fs::read_to_string(run.join("journal.jsonl"))
-                .unwrap()
-                .lines()
-                .map(|line| serde_json::from_str(line).unwrap())
-                .collect(),
-        )
+        Journal(journal(run))
     }
 
     /// Whatever the journal holds now, a torn last line left out: for polling a live run.

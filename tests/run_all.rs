@@ -13,6 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
+use support::runs::journal;
 use support::{example, kactors, send_signal, write_executable};
 
 /// A host: a folder with `configs/` (strategy files), `bin/` (the only tools on PATH besides
@@ -94,14 +95,6 @@ impl Host {
         serde_json::from_str(&std::fs::read_to_string(self.path().join("runs").join(name)).unwrap())
             .unwrap()
     }
-}
-
-fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 fn count(records: &[Value], kind: &str) -> usize {
@@ -301,6 +294,40 @@ fn a_refused_strategy_does_not_stop_the_others_and_the_exit_code_is_the_worst_of
         "a refused strategy leaves no run directory"
     );
     assert_eq!(count(&journal(&host.run_of("noop")), "run_finished"), 1);
+}
+
+/// Issue 24: a file that means to be a strategy (it sets `platform:` or `strategy:`) but has a
+/// YAML error or a mistyped key is a refused run (exit 2), not "not a strategy".
+#[test]
+fn a_strategy_file_with_a_mistake_is_refused_not_skipped_and_the_exit_code_is_2() {
+    let host = Host::new(&[
+        ("noop.yaml", DRY),
+        ("mistyped.yaml", &format!("{DRY}max_roundz: 3\n")),
+        ("broken.yaml", "strategy: greedy\nplatform: [noop\n"),
+        ("techniques_default.yaml", "techniques:\n  - tiling\n"),
+    ]);
+    let output = host.run(&example("optimize_01_matvec"), &[]);
+    let stderr = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("kactors: error: mistyped: ") && stderr.contains("max_roundz"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("kactors: error: broken: "), "{stderr}");
+    let summary = host.summary();
+    assert_eq!(summary["exit_code"], 2);
+    assert_eq!(ran(&summary), ["broken", "mistyped", "noop"]);
+    for refused in &summary["runs"].as_array().unwrap()[..2] {
+        assert_eq!(refused["outcome"], "refused", "{refused}");
+        assert_eq!(refused["exit_code"], 2, "{refused}");
+    }
+    assert_eq!(summary["runs"][2]["outcome"], "completed");
+    let skipped = skipped(&summary);
+    let taxonomy = skipped
+        .iter()
+        .find(|(name, _)| name == "techniques_default")
+        .unwrap();
+    assert!(taxonomy.1.starts_with("not a strategy: "), "{skipped:?}");
 }
 
 #[test]

@@ -1,9 +1,12 @@
 //! The Collector: the only writer of kactors' records. It stamps every event with the run's
 //! clock, appends it to the journal, shows progress, creates each candidate's folder before
 //! anything runs in it, rewrites best_kernel.py whenever the best changes, and rewrites
-//! report.md and report.html after every round and at the end. Disk work (and the report's
+//! report.md and report.html after the first round, then at most once a minute at a round's
+//! end, and at the end. Disk work (and the report's
 //! rendering) happens on a thread of its own so that no handler blocks; the thread keeps the
 //! records in order.
+//!
+//! Nothing is journaled after `run_finished`: a record that comes later is refused and reported.
 //!
 //! A run whose records cannot be kept must not go on: the first failed write (a full disk) and
 //! the writer thread's death, for whatever reason, reach the Supervisor as `RecordsFailed`.
@@ -210,6 +213,9 @@ impl Actor for Collector {
     type Context = Context<Self>;
 }
 
+/// The least time between two rewrites of the report at a round's end.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The most commands the writer thread takes before it syncs the journal.
 const MOST_PER_SYNC: usize = 512;
 
@@ -218,8 +224,8 @@ const MOST_PER_SYNC: usize = 512;
 /// and a busy run makes hundreds of records a second). The first disk error is reported at once
 /// through `failed` and again when the run finishes; later writes are still attempted (a freed
 /// disk lets the last records through) but not reported again. It keeps the run's summary,
-/// record by record, and rewrites the report after each `round_finished` (in steady search,
-/// each N × M candidates) and at the end.
+/// record by record, and rewrites the report after the first `round_finished` (in steady
+/// search, each N × M candidates), then after one at most every `REPORT_EVERY`, and at the end.
 fn write_records(
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
@@ -234,6 +240,8 @@ fn write_records(
         summary: RunSummary::default(),
         unsynced: false,
         measured_at: None,
+        reported_at: None,
+        finished: false,
     };
     while let Ok(first) = commands.recv() {
         writer.handle(first);
@@ -253,10 +261,24 @@ struct Writer<'a> {
     unsynced: bool,
     /// When the run directory was last measured (the time of the record that prompted it).
     measured_at: Option<SystemTime>,
+    /// When report.md and report.html were last rewritten at a round's end (its record's time).
+    reported_at: Option<SystemTime>,
+    /// `run_finished` is journaled: it is the journal's last record, whatever comes after it.
+    finished: bool,
 }
 
 impl Writer<'_> {
     fn append(&mut self, record: &JournalRecord) {
+        if self.finished {
+            // Something still working after the end (a bug where it is sent): kept out of the
+            // journal, whose readers take `run_finished` as the end, and said in kactors.log.
+            tracing::error!(
+                "a `{}` record came after run_finished and was not journaled",
+                record.to_json()["type"].as_str().unwrap_or("?")
+            );
+            return;
+        }
+        self.finished = matches!(record.event, Event::RunFinished { .. });
         let appended = self.store.append(record);
         let _ = self.errors.note(appended, "the journal", self.failed);
         self.unsynced = true;
@@ -275,7 +297,9 @@ impl Writer<'_> {
         match command {
             Command::Append(record) => {
                 self.append(&record);
-                if matches!(record.event, Event::RoundFinished { .. }) {
+                if matches!(record.event, Event::RoundFinished { .. }) && self.report_due(record.t)
+                {
+                    self.reported_at = Some(record.t);
                     self.measure_if_due(record.t);
                     self.rewrite_report();
                 }
@@ -326,6 +350,14 @@ impl Writer<'_> {
                 });
             }
         }
+    }
+
+    /// Whether a round's end at `t` rewrites the report: the first one does, then one at most
+    /// every `REPORT_EVERY`, since rendering costs what the run holds so far (a long run has
+    /// thousands of rounds). The end always rewrites it.
+    fn report_due(&self, t: SystemTime) -> bool {
+        self.reported_at
+            .is_none_or(|last| t.duration_since(last).unwrap_or_default() >= REPORT_EVERY)
     }
 
     /// report.md and report.html as the records so far show the run.

@@ -31,6 +31,10 @@ pub const SCHEMA_VERSION: u32 = 3;
 /// The oldest journal this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
 
+/// The oldest journal a resume rebuilds the search from: version 1 has no `initial_source`,
+/// no `evaluated` and no proposed code in its records, so its fold is not the search it wrote.
+pub const OLDEST_RESUMABLE_VERSION: u32 = 2;
+
 /// How an LLM request ended, for every `*_received` record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -147,8 +147,10 @@ struct Candidate {
     phase: Phase,
     /// The code of each attempt, in order.
     sources: Vec<KernelSource>,
-    /// The last verification failure, which a refinement is asked to fix.
+    /// The last verification failure, which a refinement is asked to fix, and whether its
+    /// verdict was simulated.
     failure: Option<String>,
+    failure_simulated: bool,
     /// Whether its device's worker already died once on it.
     worker_died: bool,
     launched_kernels: Vec<String>,
@@ -176,6 +178,7 @@ impl Candidate {
             phase,
             sources: Vec::new(),
             failure: None,
+            failure_simulated: false,
             worker_died: false,
             launched_kernels: Vec::new(),
             outcome: None,
@@ -234,6 +237,8 @@ enum Resolution {
         source: KernelSource,
         reason: String,
         judged: bool,
+        /// The verdict came from a simulated check (the noop platform).
+        simulated: bool,
     },
     /// Never evaluated: the proposal failed, had no code or its prompt could not be rendered.
     Failed(String),

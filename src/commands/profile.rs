@@ -70,13 +70,12 @@ pub(super) fn profile(args: ProfileArgs) -> Result<i32, CommandError> {
         .kernel
         .clone()
         .unwrap_or_else(|| kernel_dir.root.join("input.py"));
-    let source = std::fs::read_to_string(&kernel_file).map_err(|error| {
-        CommandError::Usage(format!(
-            "failed to read the kernel {}: {error}; --kernel names a Python file with \
-             kernel_function",
-            kernel_file.display()
-        ))
-    })?;
+    let source =
+        crate::user_file::read_text(&kernel_file, settings.max_source_bytes).map_err(|error| {
+            CommandError::Usage(format!(
+                "{error}; --kernel names a Python file with kernel_function"
+            ))
+        })?;
 
     let host = HostEnvironment::from_process(settings.python.clone());
     let mut selection = select_devices(

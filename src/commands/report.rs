@@ -3,8 +3,8 @@
 //! report.live.md and report.live.html, so that the Collector's own report (rewritten after
 //! every round) is never written over.
 
-use std::fs::{self, File};
-use std::io::{self, BufReader};
+use std::fs;
+use std::io::BufReader;
 use std::path::PathBuf;
 
 use actors::journal::{JournalReadError, read_journal};
@@ -24,7 +24,10 @@ pub enum ReportError {
         "{} is not a run directory: cannot open its journal.jsonl: {source} (kactors report takes the folder of one run, <run-dir>/<strategy>-<timestamp>/)",
         run_dir.display()
     )]
-    NoJournal { run_dir: PathBuf, source: io::Error },
+    NoJournal {
+        run_dir: PathBuf,
+        source: crate::user_file::UserFileError,
+    },
     #[error("{}: {source}", journal.display())]
     Journal {
         journal: PathBuf,
@@ -34,10 +37,11 @@ pub enum ReportError {
 
 pub(super) fn report(args: ReportArgs) -> Result<i32, CommandError> {
     let journal = args.run_dir.join("journal.jsonl");
-    let file = File::open(&journal).map_err(|source| ReportError::NoJournal {
-        run_dir: args.run_dir.clone(),
-        source,
-    })?;
+    let (file, _) =
+        crate::user_file::open_regular(&journal).map_err(|source| ReportError::NoJournal {
+            run_dir: args.run_dir.clone(),
+            source,
+        })?;
     let mut summary = RunSummary::default();
     let mut records = 0_usize;
     let torn = read_journal(BufReader::new(file), |record| {

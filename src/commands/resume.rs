@@ -4,16 +4,19 @@
 //! the run started with, the children the dead process left ended, and the search goes on from
 //! the journal's fold.
 
-use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::time::SystemTime;
 
-use actors::journal::{DeviceDescription, Event, JournalRecord, TornLine, history, read_journal};
+use actors::journal::{
+    DeviceDescription, Event, JournalRecord, MAX_LINE_BYTES, OLDEST_RESUMABLE_VERSION,
+    SCHEMA_VERSION, TornLine, history, read_journal,
+};
 
 use crate::cli::ResumeArgs;
 use crate::console;
 use crate::run_dir::RunDirectory;
+use crate::user_file::open_regular;
 
 use super::CommandError;
 use super::run::{Continuation, KernelFingerprint, Launch, RecordedRun, execute, settings_changes};
@@ -24,16 +27,36 @@ fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u6
     let unreadable = |why: String| {
         CommandError::Environment(format!("cannot resume from {}: {why}", path.display()))
     };
-    let file = File::open(&path).map_err(|error| unreadable(error.to_string()))?;
-    let length = file
-        .metadata()
-        .map_err(|error| unreadable(error.to_string()))?
-        .len();
+    let (file, metadata) = open_regular(&path).map_err(|error| unreadable(error.to_string()))?;
+    let length = metadata.len();
     let mut records = Vec::new();
     let torn = read_journal(BufReader::new(file), |record| records.push(record))
         .map_err(|error| unreadable(error.to_string()))?;
     let whole_bytes = length.saturating_sub(torn.map_or(0, |torn| torn.bytes as u64));
+    let version = first_version(&path).map_err(|error| unreadable(error.to_string()))?;
+    if version.is_some_and(|version| version < u64::from(OLDEST_RESUMABLE_VERSION)) {
+        return Err(CommandError::Environment(format!(
+            "cannot resume {}: its journal is of schema version {}, which kactors reads for reports \
+             but cannot rebuild a search from (resume needs version {OLDEST_RESUMABLE_VERSION} to \
+             {SCHEMA_VERSION}); `kactors report` still reads it, and a new run is the way on",
+            root.display(),
+            version.unwrap_or_default(),
+        )));
+    }
     Ok((records, torn, whole_bytes))
+}
+
+/// The schema version (`v`) of the journal's first record, which the run's first process wrote.
+fn first_version(path: &Path) -> Result<Option<u64>, String> {
+    let (file, _) = open_regular(path).map_err(|error| error.to_string())?;
+    let mut first = Vec::new();
+    BufReader::new(file)
+        .take(MAX_LINE_BYTES + 1)
+        .read_until(b'\n', &mut first)
+        .map_err(|error| error.to_string())?;
+    Ok(serde_json::from_slice::<serde_json::Value>(&first)
+        .ok()
+        .and_then(|record| record["v"].as_u64()))
 }
 
 /// A device as a resume compares it: its id, where it is (`n2:1` under Slurm) and its UUID.
@@ -108,7 +131,7 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
     })?;
     history.resumable().map_err(|why| {
         CommandError::Environment(format!(
-            "cannot resume {}: {why}; there is nothing left to do (`kactors report {}` shows it)",
+            "cannot resume {}: {why} (`kactors report {}` shows it)",
             root.display(),
             root.display()
         ))

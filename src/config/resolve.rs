@@ -195,6 +195,31 @@ impl RunSettings {
         })
     }
 
+    /// Refuses a max_time shorter than the spans `time_limit` keeps free before it: such a run
+    /// would stop proposals, cancel its evaluations and end before the initial kernel is
+    /// evaluated. The whole max_time is held to it, so that a run and its resumes agree.
+    pub fn check_max_time(&self, platform: Platform) -> Result<(), ConfigError> {
+        let Some(limit) = self.time_limit(platform, Duration::ZERO) else {
+            return Ok(());
+        };
+        let reserved = limit.evaluation_grace + limit.finale_reserve + limit.exit_margin;
+        if limit.remaining >= reserved {
+            return Ok(());
+        }
+        Err(ConfigError::MaxTimeTooShort {
+            max_time: limit.label,
+            reserved,
+            grace: limit.evaluation_grace,
+            finale: limit.finale_reserve,
+            shutdown: limit.exit_margin,
+            smallest: reserved.as_secs() + u64::from(reserved.subsec_nanos() > 0),
+            step_key: match platform {
+                Platform::Noop => "noop_eval_s",
+                Platform::Vendor(_) => "test_timeout_s",
+            },
+        })
+    }
+
     pub fn to_yaml(&self) -> String {
         serde_yaml::to_string(self).expect("run settings serialise to YAML")
     }
@@ -457,6 +482,27 @@ mod tests {
         assert_eq!(limit.exit_margin, Duration::from_secs(7));
         let unlimited = settings("", CliOverrides::default()).unwrap();
         assert_eq!(unlimited.time_limit(Platform::Noop, Duration::ZERO), None);
+    }
+
+    #[test]
+    fn a_max_time_shorter_than_what_is_kept_free_is_refused_naming_the_smallest_that_works() {
+        let short = settings("max_time: 11s\nnoop_eval_s: 0.5\n", CliOverrides::default()).unwrap();
+        let refused = short
+            .check_max_time(Platform::Noop)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            refused,
+            "max_time (11s) is shorter than the 12s kactors keeps free before it (2s for the \
+             evaluations in flight, 3s for the finale, 7s for the shutdown): not even the initial \
+             kernel could be evaluated; give at least --max-time 12s (or lower noop_eval_s or \
+             kill_grace_s)"
+        );
+        let enough =
+            settings("max_time: 12s\nnoop_eval_s: 0.5\n", CliOverrides::default()).unwrap();
+        assert!(enough.check_max_time(Platform::Noop).is_ok());
+        let unlimited = settings("", CliOverrides::default()).unwrap();
+        assert!(unlimited.check_max_time(Platform::Noop).is_ok());
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    File(#[from] crate::user_file::UserFileError),
     #[error("{file}: not valid YAML: {message}")]
     Yaml { file: String, message: String },
     #[error("{file}: expected a mapping of keys at the top level")]
@@ -54,6 +56,25 @@ pub enum ConfigError {
     },
     #[error("invalid value for {flag}: {message}")]
     InvalidFlag { flag: &'static str, message: String },
+    #[error(
+        "max_time ({max_time}) is shorter than the {} kactors keeps free before it ({} for the \
+         evaluations in flight, {} for the finale, {} for the shutdown): not even the initial \
+         kernel could be evaluated; give at least --max-time {smallest}s (or lower {step_key} \
+         or kill_grace_s)",
+        humantime::format_duration(*reserved),
+        humantime::format_duration(*grace),
+        humantime::format_duration(*finale),
+        humantime::format_duration(*shutdown)
+    )]
+    MaxTimeTooShort {
+        max_time: String,
+        reserved: std::time::Duration,
+        grace: std::time::Duration,
+        finale: std::time::Duration,
+        shutdown: std::time::Duration,
+        smallest: u64,
+        step_key: &'static str,
+    },
 }
 
 /// `platform:` as written: one platform for every component, or a map from component to

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::schema::ConfigError;
+use crate::user_file::{MAX_SETTINGS_BYTES, read_text};
 
 const SHIPPED: &[(&str, &str)] = &[
     ("amd", include_str!("../../configs/amd.yaml")),
@@ -89,10 +90,7 @@ impl Strategies {
                 if path.extension().is_none_or(|ext| ext != "yaml") {
                     continue;
                 }
-                let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                let text = read_text(&path, MAX_SETTINGS_BYTES)?;
                 found.insert(
                     name.to_string(),
                     StrategyFile {

@@ -1,8 +1,9 @@
-//! API keys: read from the environment only, never printed, scrubbed from what a server echoes.
+//! API keys: read from the environment (or the `.env` file `dot_env` reads for the command),
+//! never printed, scrubbed from what a server echoes.
 
 use std::fmt;
 
-/// An API key read from the environment. It prints as `[redacted]` so that no Debug or
+/// An API key read from the environment or `.env`. It prints as `[redacted]` so that no Debug or
 /// Display of a settings value, error or log line can carry it.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);

@@ -146,9 +146,7 @@ pub enum LlmConfigError {
          openai_compatible (with base_url) or replay, or set base_url for an OpenAI-compatible server"
     )]
     UnknownProvider { model: String },
-    #[error(
-        "{env_var} is not set: the {provider} provider takes its API key from the environment only"
-    )]
+    #[error("{env_var} is not set: the {provider} provider needs its API key in that variable")]
     MissingApiKey {
         provider: Provider,
         env_var: &'static str,
@@ -998,7 +996,7 @@ mod tests {
         let error = resolve(&raw("gpt-5"), &blank).unwrap_err();
         assert_eq!(
             error.to_string(),
-            "OPENAI_API_KEY is not set: the openai provider takes its API key from the environment only"
+            "OPENAI_API_KEY is not set: the openai provider needs its API key in that variable"
         );
         let compatible = resolve(
             &RawLlmConfig {

@@ -238,7 +238,13 @@ impl RunningChild {
 
 /// Runs in the child between fork and exec: SIGKILL when the forking thread ends, and an exit
 /// at once when the parent died before that was in place (the child was already re-parented).
+/// SIGXFSZ, which kactors ignores for itself (`signals::ignore_file_size_limit`), is given back
+/// its default, as the child would have had it without kactors.
 pub(crate) fn die_with_parent(parent: i32) -> io::Result<()> {
+    // SAFETY: signal() is async-signal-safe and changes only this process's disposition.
+    if unsafe { nix::libc::signal(nix::libc::SIGXFSZ, nix::libc::SIG_DFL) } == nix::libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
     // SAFETY: prctl with PR_SET_PDEATHSIG and a signal number changes only this process.
     if unsafe { nix::libc::prctl(nix::libc::PR_SET_PDEATHSIG, nix::libc::SIGKILL) } == -1 {
         return Err(io::Error::last_os_error());

@@ -9,6 +9,8 @@ pub struct LlmServer {
     /// `http://127.0.0.1:PORT/v1`, for a strategy's base_url.
     pub base_url: String,
     bodies: Arc<Mutex<Vec<String>>>,
+    /// Each request's `Authorization` header, or "" for one without.
+    authorizations: Arc<Mutex<Vec<String>>>,
 }
 
 impl LlmServer {
@@ -22,11 +24,14 @@ impl LlmServer {
         let base_url = format!("http://{}/v1", listener.local_addr().unwrap());
         let bodies = Arc::new(Mutex::new(Vec::new()));
         let recorded = bodies.clone();
+        let authorizations = Arc::new(Mutex::new(Vec::new()));
+        let recorded_authorizations = authorizations.clone();
         std::thread::spawn(move || {
             for stream in listener.incoming().take(limit) {
                 let Ok(mut stream) = stream else { continue };
                 let mut reader = BufReader::new(stream.try_clone().unwrap());
                 let mut length = 0;
+                let mut authorization = String::new();
                 loop {
                     let mut line = String::new();
                     if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
@@ -35,12 +40,16 @@ impl LlmServer {
                     if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
                         length = value.trim().parse().unwrap_or(0);
                     }
+                    if line.to_ascii_lowercase().starts_with("authorization:") {
+                        authorization = line["authorization:".len()..].trim().to_string();
+                    }
                 }
                 let mut request = vec![0; length];
                 let _ = reader.read_exact(&mut request);
                 let request = String::from_utf8_lossy(&request).into_owned();
                 let (status, body) = answer(&request);
                 recorded.lock().unwrap().push(request);
+                recorded_authorizations.lock().unwrap().push(authorization);
                 let reason = if status == 200 { "OK" } else { "Unauthorized" };
                 let _ = write!(
                     stream,
@@ -49,7 +58,16 @@ impl LlmServer {
                 );
             }
         });
-        LlmServer { base_url, bodies }
+        LlmServer {
+            base_url,
+            bodies,
+            authorizations,
+        }
+    }
+
+    /// Every request's `Authorization` header so far ("" where there was none), in order.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().unwrap().clone()
     }
 
     /// Every request body received so far, in the order they came.

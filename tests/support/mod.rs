@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod llm_server;
+pub mod runs;
 pub mod slurm;
 pub mod slurm_run;
 pub mod standin_node;

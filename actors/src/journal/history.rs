@@ -19,6 +19,9 @@ pub struct History {
     pub previous_end: String,
     /// How the last process finished, if it did.
     pub finished: Option<(RunOutcome, String)>,
+    /// Whether the last process was stopped from outside the search (`stopped`: a record that
+    /// could not be written, a full disk), so that a `failed` end is the disk's, not the search's.
+    pub stopped: bool,
     /// The candidates whose evaluation was under way on a device (a verify or time step
     /// started, no result since) when the last process died and when the one before it died:
     /// a kernel that may take the node down. One only queued for its device at either death is
@@ -31,12 +34,22 @@ pub struct History {
 }
 
 impl History {
-    /// Whether the run may be resumed: it did not end as planned (it was killed, interrupted,
-    /// or stopped for a full disk); why not, otherwise.
+    /// Whether the run may be resumed: it was killed, interrupted, or stopped for a full disk;
+    /// why not, and what to do instead, otherwise. A run whose search failed (the initial kernel
+    /// failed verification, no request of the first round was answered) would fail again at
+    /// once: a new run, with what made it fail fixed, is the way on.
     pub fn resumable(&self) -> Result<(), String> {
         match &self.finished {
-            Some((RunOutcome::Completed, reason)) => Err(format!("the run completed ({reason})")),
-            Some((RunOutcome::Refused, reason)) => Err(format!("the run was refused ({reason})")),
+            Some((RunOutcome::Completed, reason)) => Err(format!(
+                "the run completed ({reason}); there is nothing left to do"
+            )),
+            Some((RunOutcome::Refused, reason)) => Err(format!(
+                "the run was refused ({reason}); there is nothing left to do"
+            )),
+            Some((RunOutcome::Failed, reason)) if !self.stopped => Err(format!(
+                "the run failed ({reason}), and a failed search fails again when resumed; \
+                 start a new run (`kactors run`) once what made it fail is fixed"
+            )),
             _ => Ok(()),
         }
     }
@@ -48,6 +61,7 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
     let mut time_spent = Duration::ZERO;
     let mut segment: Option<(SystemTime, SystemTime)> = None;
     let mut finished = None;
+    let mut stopped = false;
     // The evaluations under way in the process the records are of, and those under way when
     // the process before it died.
     let mut on_device = BTreeSet::new();
@@ -65,6 +79,7 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
                 close(segment.take());
                 segment = Some((record.t, record.t));
                 finished = None;
+                stopped = false;
                 on_device.clear();
                 on_device_at_previous_death.clear();
             }
@@ -72,6 +87,7 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
                 close(segment.take());
                 segment = Some((record.t, record.t));
                 finished = None;
+                stopped = false;
                 on_device_at_previous_death = std::mem::take(&mut on_device);
             }
             Event::RunFinished {
@@ -81,6 +97,7 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
                 // A process that finished ended its evaluations itself: it did not die.
                 on_device.clear();
             }
+            Event::Stopped { .. } => stopped = true,
             Event::StepStarted {
                 candidate,
                 step: Step::Verify | Step::Time,
@@ -115,6 +132,7 @@ pub fn history(records: &[JournalRecord]) -> Option<History> {
             |(outcome, reason)| format!("{}: {reason}", outcome.name()),
         ),
         finished,
+        stopped,
         in_flight_at_two_deaths: on_device
             .intersection(&on_device_at_previous_death)
             .copied()
@@ -139,6 +157,16 @@ mod tests {
 
     fn started() -> Event {
         crate::journal::samples::run_started("")
+    }
+
+    fn finished(outcome: RunOutcome, reason: &str) -> Event {
+        Event::RunFinished {
+            outcome,
+            reason: reason.into(),
+            best_candidate: None,
+            best_ms: None,
+            initial_ms: None,
+        }
     }
 
     fn resumed(in_flight: &[u64]) -> Event {
@@ -260,13 +288,7 @@ mod tests {
             started(),
             step(1, Step::Profile),
             step(2, Step::Verify),
-            Event::RunFinished {
-                outcome: RunOutcome::Interrupted,
-                reason: "interrupted by SIGINT".into(),
-                best_candidate: None,
-                best_ms: None,
-                initial_ms: None,
-            },
+            finished(RunOutcome::Interrupted, "interrupted by SIGINT"),
             resumed(&[2]),
             step(1, Step::Profile),
             step(2, Step::Verify),
@@ -282,13 +304,7 @@ mod tests {
             at(2, received(2, Some(-3.0))),
             at(
                 5,
-                Event::RunFinished {
-                    outcome: RunOutcome::Interrupted,
-                    reason: "interrupted by SIGTERM".into(),
-                    best_candidate: None,
-                    best_ms: None,
-                    initial_ms: None,
-                },
+                finished(RunOutcome::Interrupted, "interrupted by SIGTERM"),
             ),
         ];
         let history = history(&records).unwrap();
@@ -297,5 +313,46 @@ mod tests {
         assert_eq!(history.spent_usd, 0.0);
         assert_eq!(history.time_spent, Duration::from_secs(5));
         assert!(super::history(&[]).is_none());
+    }
+
+    #[test]
+    fn a_failed_search_is_not_resumed_but_a_run_stopped_for_its_records_is() {
+        let failed = [
+            at(0, started()),
+            at(
+                1,
+                finished(RunOutcome::Failed, "the initial kernel failed verification"),
+            ),
+        ];
+        let why = history(&failed).unwrap().resumable().unwrap_err();
+        assert!(
+            why.contains("the initial kernel failed verification"),
+            "{why}"
+        );
+        assert!(why.contains("start a new run"), "{why}");
+        let full_disk = [
+            at(0, started()),
+            at(
+                1,
+                Event::Stopped {
+                    reason: "failed to write the journal: no space left on device".into(),
+                },
+            ),
+            at(2, finished(RunOutcome::Failed, "no space left on device")),
+        ];
+        assert_eq!(history(&full_disk).unwrap().resumable(), Ok(()));
+        let failed_after_a_resume = [
+            full_disk[0].clone(),
+            full_disk[1].clone(),
+            full_disk[2].clone(),
+            at(3, resumed(&[])),
+            at(4, finished(RunOutcome::Failed, "every device was lost")),
+        ];
+        assert!(
+            history(&failed_after_a_resume)
+                .unwrap()
+                .resumable()
+                .is_err()
+        );
     }
 }

@@ -96,6 +96,11 @@ impl Manager {
         dead: Addr<GpuWorker>,
         ctx: &mut Context<Self>,
     ) {
+        // A worker the run's own shutdown stopped (the end, a limit, Ctrl-C) did not die: its
+        // evaluation stays in flight in the journal, for a resume to redo.
+        if self.handed_over() {
+            return;
+        }
         self.record(Event::WorkerDied {
             device: evaluation.device,
             candidate: Some(evaluation.candidate),

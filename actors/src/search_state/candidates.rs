@@ -98,6 +98,7 @@ impl Core {
                     .cloned()
                     .unwrap_or_else(|| KernelSource::new("")),
                 candidate.failure.clone().unwrap_or_default(),
+                candidate.failure_simulated,
             )
         });
         // A refinement that brings no new code ends the candidate with the failure it was asked
@@ -105,10 +106,11 @@ impl Core {
         let unrefined = |why: String| {
             refining
                 .as_ref()
-                .map(|(failed, error)| Resolution::Rejected {
+                .map(|(failed, error, simulated)| Resolution::Rejected {
                     source: failed.clone(),
                     reason: format!("{error} (refinement {} {why})", reply.attempt),
                     judged: false,
+                    simulated: *simulated,
                 })
         };
         let cut = if reply.truncated {
@@ -218,10 +220,12 @@ impl Core {
             .source()
             .cloned()
             .unwrap_or_else(|| KernelSource::new(""));
+        let simulated = result.provenance == Some(Provenance::Simulated);
         let rejected = |reason: String, judged: bool| Resolution::Rejected {
             source: source.clone(),
             reason,
             judged,
+            simulated,
         };
         let resolution = match result.outcome {
             EvaluationOutcome::WorkerDied if !candidate.worker_died => {
@@ -294,12 +298,16 @@ impl Core {
         if let Resolution::Rejected {
             reason,
             judged: true,
+            simulated,
             ..
         } = &resolution
             && candidate.parent.is_some()
             && candidate.attempt < self.config.max_refinements
             && !self.llm_closed()
         {
+            if let Some(c) = self.candidates.get_mut(&id) {
+                c.failure_simulated = *simulated;
+            }
             return self.refine(id, reason.clone(), out);
         }
         self.asking.remove(&id);
@@ -359,9 +367,10 @@ impl Core {
                 None,
                 *provenance == Provenance::Simulated,
             ),
-            Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
-                (false, None, Some(reason.clone()), None, false)
-            }
+            Resolution::Rejected {
+                reason, simulated, ..
+            } => (false, None, Some(reason.clone()), None, *simulated),
+            Resolution::Failed(reason) => (false, None, Some(reason.clone()), None, false),
             Resolution::Duplicate(of) => (
                 false,
                 None,

@@ -96,6 +96,7 @@ impl Core {
                 source,
                 reason: reason.clone(),
                 judged: false,
+                simulated: false,
             };
             self.resolve(id, resolution, out);
             return self.retire(&[], &reason, out);

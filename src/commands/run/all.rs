@@ -9,7 +9,6 @@
 //! `worst_exit_code`); `run_all` carries it out.
 
 use std::fmt;
-use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -44,16 +43,20 @@ pub(crate) enum HostPlatform {
 }
 
 /// A strategy file as found: its settings with the command line's overrides, or why it is not
-/// a strategy.
+/// run (`Skip::NotAStrategy` or `Skip::Unloadable`).
 pub(crate) struct Offered {
     pub name: String,
-    pub settings: Result<RunSettings, String>,
+    pub settings: Result<RunSettings, Skip>,
 }
 
 /// Why a strategy is not run.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Skip {
     NotAStrategy(String),
+    /// A file that means to be a strategy (it sets `strategy:` or `platform:`) but does not
+    /// load: a YAML error, a mistyped key. Not skipped quietly but refused, as `--strategy
+    /// NAME` would refuse it (exit 2).
+    Unloadable(String),
     /// A file `all.yaml`: `--strategy all` cannot name it alone.
     Reserved,
     NoopBesideGpu(Vendor),
@@ -77,6 +80,7 @@ impl fmt::Display for Skip {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Skip::NotAStrategy(why) => write!(f, "not a strategy: {why}"),
+            Skip::Unloadable(why) => write!(f, "refused: {why}"),
             Skip::Reserved => f.write_str(
                 "`all` names every strategy, so a file all.yaml is never run by --strategy all; rename it",
             ),
@@ -120,21 +124,18 @@ pub(crate) fn choose(offered: Vec<Offered>, host: &HostPlatform) -> Vec<Choice> 
     offered
         .into_iter()
         .map(|offer| {
-            let verdict = offer
-                .settings
-                .map_err(Skip::NotAStrategy)
-                .and_then(|settings| {
-                    if offer.name == ALL {
-                        return Err(Skip::Reserved);
-                    }
-                    let platform = fitting_platform(settings.platform, host)?;
-                    let resolved = resolved_settings(&settings, platform);
-                    if let Some((earlier, _)) = chosen.iter().find(|(_, seen)| *seen == resolved) {
-                        return Err(Skip::SameAs(earlier.clone()));
-                    }
-                    chosen.push((offer.name.clone(), resolved));
-                    Ok(settings)
-                });
+            let verdict = offer.settings.and_then(|settings| {
+                if offer.name == ALL {
+                    return Err(Skip::Reserved);
+                }
+                let platform = fitting_platform(settings.platform, host)?;
+                let resolved = resolved_settings(&settings, platform);
+                if let Some((earlier, _)) = chosen.iter().find(|(_, seen)| *seen == resolved) {
+                    return Err(Skip::SameAs(earlier.clone()));
+                }
+                chosen.push((offer.name.clone(), resolved));
+                Ok(settings)
+            });
             Choice {
                 strategy: offer.name,
                 verdict,
@@ -334,26 +335,32 @@ pub(super) fn run_all(args: &RunArgs) -> Result<i32, CommandError> {
     let choices = choose(offer(&base)?, &host_platform(python));
     let mut skipped = Vec::new();
     let mut to_run = Vec::new();
+    let mut refused = Vec::new();
     for choice in choices {
         match choice.verdict {
             Ok(settings) => to_run.push((choice.strategy, settings)),
+            Err(Skip::Unloadable(why)) => {
+                refused.push(refused_run(choice.strategy, why, None, args.json));
+            }
             Err(why) => {
                 say_skipped(&choice.strategy, &why, args.json);
                 skipped.push((choice.strategy, why));
             }
         }
     }
-    if to_run.is_empty() {
+    if to_run.is_empty() && refused.is_empty() {
         return Err(CommandError::Usage(
             "--strategy all found no strategy that fits this host: each was skipped (the lines above say why)".into(),
         ));
     }
     let names: Vec<&str> = to_run.iter().map(|(name, _)| name.as_str()).collect();
-    console::err(format_args!(
-        "kactors: --strategy all runs {} in turn",
-        names.join(", ")
-    ));
-    let mut ran: Vec<Ran> = Vec::new();
+    if !names.is_empty() {
+        console::err(format_args!(
+            "kactors: --strategy all runs {} in turn",
+            names.join(", ")
+        ));
+    }
+    let mut ran: Vec<Ran> = refused;
     let mut spent_usd = 0.0;
     for (strategy, settings) in to_run {
         let skip = if let Some(signal) = crate::signals::first_interrupt() {
@@ -417,11 +424,27 @@ fn offer(base: &Invocation) -> Result<Vec<Offered>, CommandError> {
             }),
             Err(error @ ConfigError::InvalidFlag { .. }) => Err(error.into()),
             Err(error) => Ok(Offered {
+                settings: Err(not_loaded(&file.text, error.to_string())),
                 name: file.name,
-                settings: Err(error.to_string()),
             }),
         })
         .collect()
+}
+
+/// Why a file whose settings do not load is not run: one that sets a strategy's own keys
+/// (`strategy:` or `platform:` at the top level) is a strategy with a mistake, refused; any
+/// other YAML file in the folder (a technique taxonomy) is not a strategy.
+fn not_loaded(text: &str, why: String) -> Skip {
+    let strategy_like = text.lines().any(|line| {
+        ["strategy:", "platform:"]
+            .iter()
+            .any(|key| line.starts_with(key))
+    });
+    if strategy_like {
+        Skip::Unloadable(why)
+    } else {
+        Skip::NotAStrategy(why)
+    }
 }
 
 /// The vendor `kactors devices` decides for this host, or why there is none.
@@ -494,32 +517,34 @@ fn run_one(
             };
             (ran, spent)
         }
-        Err(error) => {
-            let message = error.to_string();
-            console::err(format_args!("kactors: error: {strategy}: {message}"));
-            if json {
-                console::out(serde_json::json!({
-                    "type": "error",
-                    "strategy": strategy,
-                    "exit_code": exit::USAGE,
-                    "message": message,
-                }));
-            }
-            let ran = Ran {
-                strategy,
-                exit_code: exit::USAGE,
-                run_dir,
-                headline: None,
-                refused: Some(message),
-            };
-            (ran, 0.0)
-        }
+        Err(error) => (refused_run(strategy, error.to_string(), run_dir, json), 0.0),
+    }
+}
+
+/// A strategy refused before it ran (exit 2): said on stderr (and as JSON), and kept for the
+/// comparison.
+fn refused_run(strategy: String, message: String, run_dir: Option<PathBuf>, json: bool) -> Ran {
+    console::err(format_args!("kactors: error: {strategy}: {message}"));
+    if json {
+        console::out(serde_json::json!({
+            "type": "error",
+            "strategy": strategy,
+            "exit_code": exit::USAGE,
+            "message": message,
+        }));
+    }
+    Ran {
+        strategy,
+        exit_code: exit::USAGE,
+        run_dir,
+        headline: None,
+        refused: Some(message),
     }
 }
 
 /// A run's figures and the dollars it spent, from its journal.
 fn read_run(root: &Path) -> Option<(Headline, f64)> {
-    let file = File::open(root.join("journal.jsonl")).ok()?;
+    let (file, _) = crate::user_file::open_regular(&root.join("journal.jsonl")).ok()?;
     let mut summary = RunSummary::default();
     let mut records = Vec::new();
     read_journal(BufReader::new(file), |record| {
@@ -576,7 +601,7 @@ mod tests {
         };
         let settings = parse_config(&file.display_name(), yaml)
             .and_then(|config| resolve(&file, &config, &CliOverrides::default()))
-            .map_err(|error| error.to_string());
+            .map_err(|error| not_loaded(yaml, error.to_string()));
         Offered {
             name: name.into(),
             settings,
@@ -708,7 +733,8 @@ mod tests {
     }
 
     #[test]
-    fn a_file_that_is_not_a_strategy_a_twin_and_a_file_named_all_are_skipped_by_name() {
+    fn a_file_that_is_not_a_strategy_a_twin_and_a_file_named_all_are_skipped_by_name_and_a_mistyped_strategy_refused()
+     {
         let host = HostPlatform::NoGpu { why: "none".into() };
         check(
             host,
@@ -720,6 +746,7 @@ mod tests {
                     "# the same run, written again\nplatform: noop\nmax_rounds: 2\n",
                 ),
                 ("longer", "platform: noop\nmax_rounds: 3\n"),
+                ("mistyped", "platform: noop\nmax_roundz: 3\n"),
                 ("techniques_default", "techniques:\n  - tiling\n"),
             ],
             &[
@@ -733,6 +760,10 @@ mod tests {
                     "it resolves to the same settings as `dry`, run before it",
                 ),
                 ("longer", "run"),
+                (
+                    "mistyped",
+                    "refused: /cfg/mistyped.yaml: unknown key `max_roundz`; did you mean `max_rounds`?",
+                ),
                 (
                     "techniques_default",
                     "not a strategy: /cfg/techniques_default.yaml: not a strategy configuration but a \

@@ -21,6 +21,7 @@ use crate::check::CheckReport;
 use crate::config::{LlmChoice, RunSettings};
 use crate::console;
 use crate::devices::DeviceKind;
+use crate::dot_env::DotEnv;
 use crate::exit;
 use crate::gpus::RunDevices;
 use crate::kernel_dir::KernelDir;
@@ -97,6 +98,7 @@ impl Launch {
             console::err(format_args!("kactors: warning: {warning}"));
         }
         let kernel = KernelDir::open(&invocation.kernel_dir, settings.max_source_bytes)?;
+        kernel.refuse_run_dir_inside(run_parent)?;
         let system = actix::System::new();
         let inputs = AgentInputs {
             strategy: &invocation.strategy,
@@ -111,7 +113,10 @@ impl Launch {
             &inputs,
             &system,
         )?;
-        let llm_and_prompts = llm_provider(&settings, &kernel, spent)
+        let llm_and_prompts = settings
+            .check_max_time(placement.platform())
+            .map_err(CommandError::from)
+            .and_then(|()| llm_provider(&settings, &kernel, spent))
             .and_then(|llm| Ok((llm, Rc::new(prompts(&settings, &kernel, &placement)?))));
         let ((llm, max_inflight), prompts) = match llm_and_prompts {
             Ok(made) => made,
@@ -254,6 +259,7 @@ fn llm_provider(
                 .clone()
                 .unwrap_or_else(|| kernel.root.join("candidates"));
             let replay = ReplayProvider::from_dir(&dir, Duration::from_secs_f64(*latency_s))?
+                .reading_at_most(settings.max_source_bytes)
                 .continuing_after(spent.replayed);
             if let Some(warning) = replay.warning() {
                 console::err(format_args!("kactors: warning: {warning}"));
@@ -279,7 +285,21 @@ fn llm_provider(
                 keys,
                 settings.high_reasoning_effort,
             )?;
-            let resolved = llm::resolve(&raw, &|name| std::env::var(name).ok())?;
+            let dot_env = DotEnv::load(Path::new("."))
+                .map_err(|error| CommandError::Environment(error.to_string()))?;
+            let resolved = llm::resolve(&raw, &|name| dot_env.get(name)).map_err(|error| {
+                match error {
+                    // The environment and .env were both looked in: the message names both.
+                    llm::LlmConfigError::MissingApiKey { provider, env_var } => {
+                        CommandError::Environment(format!(
+                            "{env_var} is not set: the {provider} provider takes its API key from \
+                             the environment or from {} (a line {env_var}=…), and neither has it",
+                            dot_env.path().display()
+                        ))
+                    }
+                    other => other.into(),
+                }
+            })?;
             for warning in &resolved.warnings {
                 console::err(format_args!("kactors: warning: {warning}"));
             }
@@ -329,12 +349,8 @@ fn prompts(
     placement: &Placement,
 ) -> Result<Prompts, CommandError> {
     let problem_path = kernel.root.join("problem.py");
-    let problem_source = std::fs::read_to_string(&problem_path).map_err(|error| {
-        CommandError::Environment(format!(
-            "failed to read {}: {error}",
-            problem_path.display()
-        ))
-    })?;
+    let problem_source = crate::user_file::read_text(&problem_path, settings.max_source_bytes)
+        .map_err(|error| CommandError::Environment(error.to_string()))?;
     let facts = PromptFacts {
         platform: placement.platform(),
         gpu: placement.first_spec(),
@@ -351,8 +367,9 @@ fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
     ["problem.py", "test.py"]
         .into_iter()
         .filter_map(|name| {
-            std::fs::read_to_string(kernel_dir.join(name))
+            crate::kernel_dir::read_kernel_file(&kernel_dir.join(name))
                 .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
                 .map(|text| (name.to_string(), text))
         })
         .collect()

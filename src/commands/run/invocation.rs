@@ -85,7 +85,7 @@ impl KernelFingerprint {
             KERNEL_FILES
                 .into_iter()
                 .map(|name| {
-                    let hash = std::fs::read(kernel_dir.join(name))
+                    let hash = crate::kernel_dir::read_kernel_file(&kernel_dir.join(name))
                         .ok()
                         .map(|bytes| actors::journal::sha256_hex(&String::from_utf8_lossy(&bytes)));
                     (name.to_string(), hash)
@@ -160,7 +160,8 @@ impl RecordedRun {
         let unreadable = |why: String| {
             CommandError::Environment(format!("cannot resume from {}: {why}", path.display()))
         };
-        let text = std::fs::read_to_string(&path).map_err(|error| unreadable(error.to_string()))?;
+        let text = crate::user_file::read_text(&path, crate::user_file::MAX_SETTINGS_BYTES)
+            .map_err(|error| unreadable(error.to_string()))?;
         let mut document: serde_yaml::Value =
             serde_yaml::from_str(&text).map_err(|error| unreadable(error.to_string()))?;
         let serde_yaml::Value::Mapping(mapping) = &mut document else {

@@ -79,8 +79,8 @@ pub struct BestChanged {
     pub source: String,
 }
 
-/// A resumed run's records so far: the report and the run's end count them too. Nothing is
-/// written.
+/// A resumed run's records so far: the report, the progress shown and the run's end count them
+/// too. Nothing is written.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Seed(pub Vec<JournalRecord>);
@@ -306,6 +306,7 @@ impl Writer<'_> {
                 for record in &records {
                     self.summary.observe(record);
                 }
+                self.progress.seed(&records);
             }
             Command::Best(source) => {
                 let written = self.store.write_best_kernel(&source);

@@ -13,7 +13,7 @@ mod tests;
 mod timeline;
 mod verification;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 pub use headline::Headline;
@@ -161,7 +161,11 @@ pub struct RunSummary {
     /// The beam as the latest `beam_updated` left it.
     beam: Vec<CandidateId>,
     outcome: Option<(RunOutcome, String)>,
-    best: Option<(CandidateId, f64)>,
+    /// The best kernel `run_finished` names: after a finale, the fastest that passed its
+    /// re-check.
+    finished_best: Option<(CandidateId, f64)>,
+    /// Kernels that failed the finale's re-check: never the best.
+    recheck_failed: BTreeSet<CandidateId>,
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
     tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
@@ -324,7 +328,13 @@ impl RunSummary {
             }
             Event::RoundFinished(summary) => {
                 self.rounds.insert(summary.round, summary.clone());
-                self.best = Some((summary.best_candidate, summary.best_ms));
+            }
+            Event::FinalRechecked {
+                candidate,
+                passed: false,
+                ..
+            } => {
+                self.recheck_failed.insert(*candidate);
             }
             Event::DevicesLost { devices, reason } => {
                 self.devices_lost.push(format!(
@@ -441,7 +451,7 @@ impl RunSummary {
                 self.finished = Some(record.t);
                 self.outcome = Some((*outcome, reason.clone()));
                 if let (Some(candidate), Some(ms)) = (best_candidate, best_ms) {
-                    self.best = Some((*candidate, *ms));
+                    self.finished_best = Some((*candidate, *ms));
                 }
                 if initial_ms.is_some() {
                     self.initial_ms = *initial_ms;
@@ -449,6 +459,18 @@ impl RunSummary {
             }
             _ => {}
         }
+    }
+
+    /// The run's best kernel: the one `run_finished` names, else (a run still going, or killed)
+    /// the fastest verified candidate the journal holds, whichever round it was in.
+    pub(crate) fn best(&self) -> Option<(CandidateId, f64)> {
+        self.finished_best.or_else(|| {
+            self.event_times
+                .iter()
+                .filter(|(id, _)| !self.recheck_failed.contains(id))
+                .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
+                .map(|(id, ms)| (*id, *ms))
+        })
     }
 
     /// Whether the journal has its `run_finished` record. Without one the run is still going,

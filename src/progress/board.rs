@@ -166,6 +166,20 @@ impl Board {
         Changed::Figures
     }
 
+    /// A resumed run's records so far: their figures count, but what was going on when the
+    /// process before ended (its steps, its requests, its ending) is over.
+    pub fn seed<'a>(&mut self, events: impl IntoIterator<Item = &'a Event>) {
+        for event in events {
+            self.observe(event);
+        }
+        for activity in self.devices.values_mut() {
+            *activity = Activity::Idle;
+        }
+        self.in_flight.clear();
+        self.finale = false;
+        self.ending = None;
+    }
+
     fn set(&mut self, device: DeviceId, activity: Activity) -> Changed {
         self.devices.insert(device, activity);
         Changed::Device(device)
@@ -483,6 +497,32 @@ mod tests {
             board.llm_line(),
             "LLM: 0 request(s) in flight, $0.00 spent · the search is over: timing the best kernels again"
         );
+    }
+
+    /// Issue 22: after `kactors resume` the figures count the whole run, and nothing the dead
+    /// process was doing is shown as still going.
+    #[test]
+    fn a_resumed_run_counts_the_records_before_it_and_shows_none_of_their_steps_as_running() {
+        let mut board = Board::default();
+        board.seed(&[
+            run_started(2),
+            finished(0, Some(0.4)),
+            finished(27, Some(0.1)),
+            finished(28, None),
+            step_started(29, 1, Step::Verify),
+            proposal_requested("p30"),
+            Event::Interrupted {
+                signal: "SIGINT".into(),
+            },
+        ]);
+        board.observe(&finished(31, Some(0.2)));
+        assert_eq!(
+            board.figures_line(),
+            "4 candidate(s) done, 1 failed · best 0.1000 ms (candidate 27): 4.00× the initial kernel"
+        );
+        assert_eq!(board.device_line(DeviceId(1)), "[device 1] idle");
+        assert_eq!(board.llm_line(), "LLM: 0 request(s) in flight, $0.00 spent");
+        assert!(board.counts_down());
     }
 
     #[test]

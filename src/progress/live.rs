@@ -475,6 +475,12 @@ impl ProgressSink for LiveProgress {
         }
         self.note_a_dead_terminal();
     }
+
+    fn seed(&mut self, records: &[JournalRecord]) {
+        self.board.seed(records.iter().map(|record| &record.event));
+        self.add_device_bars();
+        self.show_figures();
+    }
 }
 
 #[cfg(test)]

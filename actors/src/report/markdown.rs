@@ -122,7 +122,7 @@ impl RunSummary {
             );
         }
         let _ = writeln!(out, "\n## Best kernel\n");
-        match (self.best, self.initial_ms) {
+        match (self.best(), self.initial_ms) {
             (Some((candidate, ms)), initial) => {
                 let _ = writeln!(
                     out,
@@ -282,7 +282,7 @@ impl RunSummary {
                 .collect();
             (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
         };
-        if let Some((best, _)) = self.best {
+        if let Some((best, _)) = self.best() {
             let best_ms = mean(FinalSubject::Kernel(best));
             let _ = writeln!(
                 out,

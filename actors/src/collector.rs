@@ -104,6 +104,19 @@ pub struct RecordsFailed {
     pub message: String,
 }
 
+/// When the report is rewritten besides each round's end and the run's, and what it tells a
+/// reader whose run was killed.
+#[derive(Clone, Debug, Default)]
+pub struct ReportSettings {
+    /// In steady search, whose virtual rounds can stay open long after their last candidate was
+    /// planned: also once more than this many candidates (N × M) finished since the last
+    /// rewrite, so that the report is never more than N × M candidates behind. (A round that
+    /// closes on time rewrites it first.)
+    pub every: Option<u32>,
+    /// `kactors resume <dir>`: how a run killed now would go on.
+    pub resume_command: Option<String>,
+}
+
 const WRITER_GONE: &str = "the collector's writer thread is gone";
 
 enum Command {
@@ -160,6 +173,7 @@ impl Collector {
         store: Box<dyn RunStore>,
         progress: Box<dyn ProgressSink>,
         clock: Arc<dyn Clock>,
+        reports: ReportSettings,
         failed: Recipient<RecordsFailed>,
     ) -> Self {
         let (commands, receiver) = mpsc::channel();
@@ -173,7 +187,7 @@ impl Collector {
             .name("kactors-collector".into())
             .spawn(move || {
                 let died = catch_unwind(AssertUnwindSafe(|| {
-                    write_records(store, progress, receiver, &report)
+                    write_records(store, progress, reports, receiver, &report)
                 }));
                 if let Err(panic) = died {
                     report.failed(format!(
@@ -223,15 +237,20 @@ const MOST_PER_SYNC: usize = 512;
 fn write_records(
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
+    reports: ReportSettings,
     commands: mpsc::Receiver<Command>,
     failed: &Reporter,
 ) {
+    let mut summary = RunSummary::default();
+    summary.resume_with(reports.resume_command);
     let mut writer = Writer {
         store,
         progress,
+        report_every: reports.every,
+        finished_since_report: 0,
         failed,
         errors: FirstError::default(),
-        summary: RunSummary::default(),
+        summary,
         unsynced: false,
         measured_at: None,
     };
@@ -247,6 +266,9 @@ fn write_records(
 struct Writer<'a> {
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
+    report_every: Option<u32>,
+    /// Candidates finished since the report was last rewritten.
+    finished_since_report: u32,
     failed: &'a Reporter,
     errors: FirstError,
     summary: RunSummary,
@@ -275,7 +297,15 @@ impl Writer<'_> {
         match command {
             Command::Append(record) => {
                 self.append(&record);
-                if matches!(record.event, Event::RoundFinished { .. }) {
+                if let Event::CandidateFinished { candidate, .. } = &record.event
+                    && *candidate != CandidateId::INITIAL
+                {
+                    self.finished_since_report += 1;
+                }
+                let due = self
+                    .report_every
+                    .is_some_and(|every| self.finished_since_report > every);
+                if due || matches!(record.event, Event::RoundFinished { .. }) {
                     self.measure_if_due(record.t);
                     self.rewrite_report();
                 }
@@ -331,6 +361,7 @@ impl Writer<'_> {
 
     /// report.md and report.html as the records so far show the run.
     fn rewrite_report(&mut self) {
+        self.finished_since_report = 0;
         let report = self.summary.render();
         let written = self.store.write_report(&report.markdown, &report.html);
         let _ = self

@@ -164,6 +164,9 @@ pub struct RunSummary {
     /// The best kernel `run_finished` names: after a finale, the fastest that passed its
     /// re-check.
     finished_best: Option<(CandidateId, f64)>,
+    /// `kactors resume <dir>`: named by an interrupted run's `run_finished`, or given by whoever
+    /// renders the report of a run that may have been killed.
+    resume_command: Option<String>,
     /// Kernels that failed the finale's re-check: never the best.
     recheck_failed: BTreeSet<CandidateId>,
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
@@ -447,8 +450,12 @@ impl RunSummary {
                 best_candidate,
                 best_ms,
                 initial_ms,
+                resume,
             } => {
                 self.finished = Some(record.t);
+                if resume.is_some() {
+                    self.resume_command = resume.clone();
+                }
                 self.outcome = Some((*outcome, reason.clone()));
                 if let (Some(candidate), Some(ms)) = (best_candidate, best_ms) {
                     self.finished_best = Some((*candidate, *ms));
@@ -471,6 +478,11 @@ impl RunSummary {
                 .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
                 .map(|(id, ms)| (*id, *ms))
         })
+    }
+
+    /// How a reader of this run's report, should it end without `run_finished`, goes on with it.
+    pub fn resume_with(&mut self, command: Option<String>) {
+        self.resume_command = command;
     }
 
     /// Whether the journal has its `run_finished` record. Without one the run is still going,

@@ -670,6 +670,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
         kill_grace: Duration::from_millis(10),
         restart_budget: 2,
         stop_evaluator_during_profile: false,
+        resume_command: "kactors resume runs/test".into(),
     };
     let factory = FakeFactory {
         panicking_device: scenario.panicking_device,

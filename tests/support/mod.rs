@@ -3,6 +3,7 @@
 // unfulfilled in the binaries that use all of it.
 #![allow(dead_code)]
 
+pub mod journal;
 pub mod llm_server;
 pub mod slurm;
 pub mod slurm_run;

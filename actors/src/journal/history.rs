@@ -266,6 +266,7 @@ mod tests {
                 best_candidate: None,
                 best_ms: None,
                 initial_ms: None,
+                resume: None,
             },
             resumed(&[2]),
             step(1, Step::Profile),
@@ -288,6 +289,7 @@ mod tests {
                     best_candidate: None,
                     best_ms: None,
                     initial_ms: None,
+                    resume: None,
                 },
             ),
         ];

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::journal::RunOutcome;
 use crate::model::CandidateId;
 
 use super::{FinalSubject, RunSummary};
@@ -64,13 +65,16 @@ impl RunSummary {
             );
         }
         if let Some((outcome, reason)) = &self.outcome {
-            let outcome = outcome.name();
             let _ = writeln!(
                 out,
-                "Outcome: **{outcome}** ({reason}); wall time {:.1} s{}.\n",
+                "Outcome: **{}** ({reason}); wall time {:.1} s{}.\n",
+                outcome.name(),
                 self.wall_time().as_secs_f64(),
                 self.down_note()
             );
+            if let (RunOutcome::Interrupted, Some(command)) = (outcome, &self.resume_command) {
+                let _ = writeln!(out, "To go on from here: `{command}`.\n");
+            }
         } else if let Some(last) = self.last_record {
             let _ = writeln!(
                 out,
@@ -79,6 +83,9 @@ impl RunSummary {
                 self.wall_time().as_secs_f64(),
                 self.down_note()
             );
+            if let Some(command) = &self.resume_command {
+                let _ = writeln!(out, "If it was killed, `{command}` goes on from here.\n");
+            }
         }
         self.render_final(&mut out);
         self.render_limits(&mut out);

@@ -434,6 +434,7 @@ pub(crate) fn execute(
         stop_evaluator_during_profile: settings
             .stop_evaluator_for_profile
             .unwrap_or(selected_platform == Platform::Vendor(Vendor::Rocm)),
+        resume_command: crate::run_dir::resume_command(&run_root),
     };
     let deadline = time_limit
         .as_ref()
@@ -489,8 +490,13 @@ pub(crate) fn execute(
     } else {
         String::new()
     };
+    let resume = if result.outcome == actors::journal::RunOutcome::Interrupted {
+        format!("; to go on: {}", crate::run_dir::resume_command(&run_root))
+    } else {
+        String::new()
+    };
     console::err(format_args!(
-        "kactors: {} ({}){report}",
+        "kactors: {} ({}){report}{resume}",
         outcome_word(&result.outcome),
         result.reason,
     ));

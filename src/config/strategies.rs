@@ -130,6 +130,17 @@ mod tests {
         }
     }
 
+    /// Issue 22: a shipped strategy for GPUs uses every visible device unless a flag says
+    /// otherwise; greedy keeps its one worker (one parent, two proposals a round).
+    #[test]
+    fn shipped_gpu_strategies_set_no_worker_count() {
+        for name in ["beam_search", "nvidia", "amd"] {
+            let file = Strategies::new(None).find(name).unwrap();
+            let config = parse_config(&file.display_name(), &file.text).unwrap();
+            assert_eq!(config.num_workers, None, "{name}");
+        }
+    }
+
     #[test]
     fn a_config_dir_adds_and_overrides_strategies() {
         let dir = tempfile::tempdir().unwrap();

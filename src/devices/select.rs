@@ -356,6 +356,25 @@ fn settle_specs(devices: &mut [Device], gpu_name: Option<&str>, warnings: &mut V
     }
 }
 
+/// What a run is told when the workers asked for (num_workers or `--workers`) are not every
+/// device there is (`available`, `offered by the allocation's nodes`): more than there are, or
+/// fewer, which leaves devices unused. One line, or none when the run takes every device.
+pub fn workers_note(wanted: Option<u32>, available: usize, there: &str) -> Option<String> {
+    let wanted = wanted? as usize;
+    if wanted > available {
+        Some(format!(
+            "{wanted} workers were asked for but {available} device(s) are {there}: using {available}"
+        ))
+    } else if wanted < available {
+        Some(format!(
+            "using {wanted} of the {available} devices {there} (num_workers or --workers): {} left unused; without either, a run uses every one",
+            available - wanted
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,9 +89,13 @@ pub struct RunArgs {
     /// The parent folder of runs; each run gets <strategy>-<timestamp>/ inside it
     #[arg(long, value_name = "DIR", default_value = "runs")]
     pub run_dir: PathBuf,
-    /// The LLM provider (configuration key provider), e.g. replay
+    /// The LLM provider (configuration key provider): anthropic, openai, openai_compatible, replay
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
+    /// The LLM (configuration key model), as data/models.yaml names it, e.g. claude-opus-4-5;
+    /// its provider follows from it unless --provider says
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
     /// The Python interpreter for every Python child (configuration key python; default python3 on PATH)
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,

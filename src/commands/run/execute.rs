@@ -535,6 +535,49 @@ mod tests {
         }
     }
 
+    /// Issue 22: `--model` is looked up in data/models.yaml as the `model` key is (an alias
+    /// sent under the API's name, the provider it implies), also over the dry run's
+    /// `provider: replay`; `--provider` still decides where both are given.
+    #[test]
+    fn the_model_on_the_command_line_resolves_through_the_model_table() {
+        let resolved = |text: &str, model: &str, provider: Option<&str>| {
+            let file = StrategyFile {
+                name: "t".into(),
+                source: StrategySource::File("/cfg/t.yaml".into()),
+                text: text.into(),
+            };
+            let cli = CliOverrides {
+                model: Some(model.into()),
+                provider: provider.map(str::to_string),
+                ..CliOverrides::default()
+            };
+            let settings = resolve(&file, &parse_config("t.yaml", text).unwrap(), &cli).unwrap();
+            let LlmChoice::Remote {
+                provider,
+                model,
+                keys,
+            } = settings.llm
+            else {
+                panic!("--model asks an llm: {:?}", settings.llm);
+            };
+            let raw = remote_llm_config(provider.as_deref(), &model, &keys, false).unwrap();
+            let api_key = |_: &str| Some("sk-test".to_string());
+            llm::resolve(&raw, &api_key).unwrap()
+        };
+        let opus = resolved("provider: replay
+model: gpt-5
+", "claude-opus-4.5", None);
+        assert_eq!(
+            (opus.provider, opus.model.as_str()),
+            (llm::Provider::Anthropic, "claude-opus-4-5")
+        );
+        let gpt = resolved("", "gpt-5", Some("openai"));
+        assert_eq!(
+            (gpt.provider, gpt.model.as_str()),
+            (llm::Provider::OpenAi, "gpt-5")
+        );
+    }
+
     #[test]
     fn the_strategys_llm_keys_reach_the_llm_settings_as_written() {
         let (provider, model, keys, high_reasoning_effort) = remote(

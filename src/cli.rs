@@ -5,10 +5,18 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The version and the commit it was built from ("unknown" without git at build time).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KACTORS_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kactors",
-    version,
+    version = VERSION,
     about = "Optimizes Triton GPU kernels unattended, on every GPU of a node",
     after_help = "Exit codes: 0 the run ended as planned; 1 a run that started could not go on (e.g. the initial \
                   kernel fails verification, the LLM provider refuses the credentials, the disk is full); 2 refused \
@@ -36,6 +44,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Render report.md and report.html from a run directory's journal: finished, killed or still going
     Report(ReportArgs),
+    /// Print the completion script of a shell: `kactors completions bash > /etc/bash_completion.d/kactors`
+    Completions(CompletionsArgs),
     /// A node agent: started by `kactors run` on each node of a Slurm allocation (launcher slurm)
     #[command(hide = true)]
     Agent(AgentArgs),
@@ -53,7 +63,7 @@ impl Command {
             Command::Check(args) => args.json,
             Command::Report(args) => args.json,
             // The agent's stdout is its channel to the head, JSON by construction.
-            Command::Agent(_) => false,
+            Command::Agent(_) | Command::Completions(_) => false,
         }
     }
 }
@@ -202,6 +212,13 @@ pub struct CheckArgs {
     /// Print one JSON object: {"ok", "checks": [{"ok", "what", "fix"}]}
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish (also elvish, powershell)
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -430,7 +430,12 @@ mod tests {
                 let ids: Vec<String> = selection.devices.iter().map(|d| d.id.to_string()).collect();
                 format!("{} {}", selection.platform, ids.join(","))
             }
-            Err(error) => error.to_string(),
+            // Every "none visible" ends with the dry run's hint; the cases here are about
+            // what was seen, and `no_gpu_visible_points_to_the_dry_run` about the hint.
+            Err(error) => error
+                .to_string()
+                .trim_end_matches(crate::devices::error::NOOP_HINT)
+                .to_string(),
         };
         let root = node.bin().parent().unwrap().display().to_string();
         text.replace(&root, "<node>")
@@ -454,6 +459,23 @@ mod tests {
     const NOOP: PlatformRequest = PlatformRequest::NOOP;
     const NVIDIA: PlatformRequest = PlatformRequest::Exactly(Platform::Vendor(Vendor::Nvidia));
     const ROCM: PlatformRequest = PlatformRequest::Exactly(Platform::Vendor(Vendor::Rocm));
+
+    /// Issue 22: a first run on a host without a GPU is pointed at the dry run.
+    #[test]
+    fn no_gpu_visible_points_to_the_dry_run() {
+        for platform in [AUTO, NVIDIA] {
+            let message = select_devices(&request(platform), &amd_only().host(&[(HVD, "")]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.ends_with(
+                    " (without a GPU, `--strategy noop` makes the dry run: simulated devices, no \
+                     Python, no API key)"
+                ),
+                "{message}"
+            );
+        }
+    }
 
     #[test]
     fn nvidia_only_node() {

@@ -564,9 +564,13 @@ mod tests {
             let api_key = |_: &str| Some("sk-test".to_string());
             llm::resolve(&raw, &api_key).unwrap()
         };
-        let opus = resolved("provider: replay
+        let opus = resolved(
+            "provider: replay
 model: gpt-5
-", "claude-opus-4.5", None);
+",
+            "claude-opus-4.5",
+            None,
+        );
         assert_eq!(
             (opus.provider, opus.model.as_str()),
             (llm::Provider::Anthropic, "claude-opus-4-5")

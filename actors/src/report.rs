@@ -7,6 +7,7 @@ mod headline;
 mod html;
 mod markdown;
 mod plots;
+mod source;
 mod svg;
 #[cfg(test)]
 mod tests;
@@ -167,6 +168,9 @@ pub struct RunSummary {
     /// `kactors resume <dir>`: named by an interrupted run's `run_finished`, or given by whoever
     /// renders the report of a run that may have been killed.
     resume_command: Option<String>,
+    /// Each candidate's latest code (the initial kernel's from `run_started`): the best's is
+    /// shown at the top of report.html.
+    sources: BTreeMap<CandidateId, String>,
     /// Kernels that failed the finale's re-check: never the best.
     recheck_failed: BTreeSet<CandidateId>,
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
@@ -262,9 +266,11 @@ impl RunSummary {
                 num_bottlenecks,
                 max_rounds,
                 devices,
-                ..
+                initial_source,
             } => {
                 self.started = Some(record.t);
+                self.sources
+                    .insert(CandidateId::INITIAL, initial_source.clone());
                 self.strategy = strategy.clone();
                 self.simulated = *simulated;
                 self.configuration = vec![
@@ -437,6 +443,13 @@ impl RunSummary {
                     text(&versions["hip"]),
                     text(&versions["driver"]),
                 ));
+            }
+            Event::ProposalReceived {
+                candidate,
+                code: Some(code),
+                ..
+            } => {
+                self.sources.insert(*candidate, code.clone());
             }
             Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
             Event::RunDirMeasured { bytes } => self.run_dir_bytes = Some((record.t, *bytes)),

@@ -280,15 +280,7 @@ impl RunSummary {
                 .collect();
             let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
         }
-        let mean = |subject: FinalSubject| {
-            let figures: Vec<f64> = self
-                .final_times
-                .get(&subject)?
-                .iter()
-                .filter_map(|f| f.as_ref().ok().copied())
-                .collect();
-            (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
-        };
+        let mean = |subject| self.final_mean(subject);
         if let Some((best, _)) = self.best() {
             let best_ms = mean(FinalSubject::Kernel(best));
             let _ = writeln!(
@@ -308,7 +300,18 @@ impl RunSummary {
         let _ = writeln!(out);
     }
 
-    fn speedup(&self, best_ms: Option<f64>) -> String {
+    /// The mean of the finale's passes that timed `subject`.
+    pub(super) fn final_mean(&self, subject: FinalSubject) -> Option<f64> {
+        let figures: Vec<f64> = self
+            .final_times
+            .get(&subject)?
+            .iter()
+            .filter_map(|f| f.as_ref().ok().copied())
+            .collect();
+        (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
+    }
+
+    pub(super) fn speedup(&self, best_ms: Option<f64>) -> String {
         ratio(self.initial_ms, best_ms)
     }
 

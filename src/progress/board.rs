@@ -55,8 +55,11 @@ pub enum Changed {
 #[derive(Debug, Default)]
 pub struct Board {
     devices: BTreeMap<DeviceId, Activity>,
+    /// Candidates done and failed, the initial kernel not counted: it is no candidate made.
     done: u64,
     failed: u64,
+    /// The most candidates the run makes (max_rounds × N × M, or max_candidates).
+    total: Option<u64>,
     initial_ms: Option<f64>,
     best: Option<(CandidateId, f64)>,
     eager_ms: Option<f64>,
@@ -70,6 +73,14 @@ pub struct Board {
 }
 
 impl Board {
+    /// A board for a run that makes at most `total` candidates, when that is known.
+    pub fn of_at_most(total: Option<u64>) -> Board {
+        Board {
+            total,
+            ..Board::default()
+        }
+    }
+
     pub fn observe(&mut self, event: &Event) -> Changed {
         match event {
             Event::RunStarted { devices, .. } => {
@@ -105,17 +116,18 @@ impl Board {
                 time_ms,
                 ..
             } => {
-                self.done += 1;
+                let made = *candidate != CandidateId::INITIAL;
+                self.done += u64::from(made);
                 match time_ms.filter(|_| *passed) {
                     Some(ms) => {
-                        if *candidate == CandidateId::INITIAL {
+                        if !made {
                             self.initial_ms = Some(ms);
                         }
                         if self.best.is_none_or(|(_, best)| ms < best) {
                             self.best = Some((*candidate, ms));
                         }
                     }
-                    None => self.failed += 1,
+                    None => self.failed += u64::from(made),
                 }
             }
             Event::ReferenceTimed { which, time_ms, .. } => match which {
@@ -215,7 +227,13 @@ impl Board {
 
     /// Candidates done and failed, the best verified time and its speedups.
     pub fn figures_line(&self) -> String {
-        let mut line = format!("{} candidate(s) done, {} failed", self.done, self.failed);
+        let mut line = match self.total {
+            Some(total) => format!(
+                "{} of {total} candidate(s) done, {} failed",
+                self.done, self.failed
+            ),
+            None => format!("{} candidate(s) done, {} failed", self.done, self.failed),
+        };
         match self.best {
             None => line.push_str(" · no verified kernel yet"),
             Some((candidate, best_ms)) => {
@@ -436,12 +454,30 @@ mod tests {
         ]);
         assert_eq!(
             board.figures_line(),
-            "4 candidate(s) done, 1 failed · best 0.2000 ms (candidate 2): \
+            "3 candidate(s) done, 1 failed · best 0.2000 ms (candidate 2): \
              2.00× the initial kernel, 1.50× PyTorch eager, 0.60× torch.compile"
         );
         assert_eq!(
             Board::default().figures_line(),
             "0 candidate(s) done, 0 failed · no verified kernel yet"
+        );
+    }
+
+    /// Issue 22: "n of N" where a limit gives N, the initial kernel not counted, so that a run
+    /// of `--max-candidates 6` never shows more than 6.
+    #[test]
+    fn the_figures_count_the_candidates_made_of_those_the_run_makes_at_most() {
+        let mut board = Board::of_at_most(Some(6));
+        board.observe(&run_started(1));
+        for candidate in 0..=6 {
+            board.observe(&finished(candidate, Some(1.0 + candidate as f64)));
+        }
+        assert!(
+            board
+                .figures_line()
+                .starts_with("6 of 6 candidate(s) done, 0 failed · "),
+            "{}",
+            board.figures_line()
         );
     }
 
@@ -518,7 +554,7 @@ mod tests {
         board.observe(&finished(31, Some(0.2)));
         assert_eq!(
             board.figures_line(),
-            "4 candidate(s) done, 1 failed · best 0.1000 ms (candidate 27): 4.00× the initial kernel"
+            "3 candidate(s) done, 1 failed · best 0.1000 ms (candidate 27): 4.00× the initial kernel"
         );
         assert_eq!(board.device_line(DeviceId(1)), "[device 1] idle");
         assert_eq!(board.llm_line(), "LLM: 0 request(s) in flight, $0.00 spent");

@@ -441,7 +441,12 @@ pub(crate) fn execute(
         .map(|limit| std::time::SystemTime::now() + limit.remaining);
     let io = RunIo {
         store: Box::new(run_dir),
-        progress: view.sink(json, deadline, &settings.strategy),
+        progress: view.sink(
+            json,
+            deadline,
+            search.total_candidates(),
+            &settings.strategy,
+        ),
         clock: Arc::new(SystemClock),
         signaller: Box::new(ProcessGroupSignaller),
     };

@@ -100,8 +100,42 @@ fn millis(record: &Value) -> f64 {
 /// spans filling the rest of its timeline.
 fn check_plots_against_journal(records: &[Value], html: &str) {
     let plots = plots(html);
-    assert_eq!(plots.len(), 3, "three plots: {html}");
+    assert_eq!(plots.len(), 4, "four plots: {html}");
     let (best, candidates, devices) = (&plots[0], &plots[1], &plots[2]);
+
+    // Issue 22: the lineage has a node per candidate, joined to the parent its record names,
+    // the fastest verified one marked best.
+    let nodes = marks(&plots[3], "lineage-node");
+    let lineage: BTreeSet<(String, String)> = nodes
+        .iter()
+        .map(|m| (attribute(m, "data-candidate"), attribute(m, "data-parent")))
+        .collect();
+    let parents: BTreeSet<(String, String)> = of_type(records, "candidate_finished")
+        .map(|r| {
+            let parent = if r["parent"].is_null() {
+                String::new()
+            } else {
+                r["parent"].to_string()
+            };
+            (r["candidate"].to_string(), parent)
+        })
+        .collect();
+    assert_eq!(lineage, parents, "each candidate joined to its parent");
+    let best_node: Vec<String> = nodes
+        .iter()
+        .filter(|m| attribute(m, "data-best") == "true")
+        .map(|m| attribute(m, "data-candidate"))
+        .collect();
+    let fastest = of_type(records, "candidate_finished")
+        .filter(|r| r["passed"] == true)
+        .min_by(|a, b| {
+            a["time_ms"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["time_ms"].as_f64().unwrap())
+        })
+        .map(|r| r["candidate"].to_string());
+    assert_eq!(best_node, fastest.into_iter().collect::<Vec<_>>());
 
     let finished: Vec<&Value> = of_type(records, "candidate_finished").collect();
     let shown = marks(candidates, "candidate");

@@ -5,6 +5,7 @@
 mod clock;
 mod headline;
 mod html;
+mod lineage;
 mod markdown;
 mod plots;
 mod source;
@@ -171,6 +172,10 @@ pub struct RunSummary {
     /// Each candidate's latest code (the initial kernel's from `run_started`): the best's is
     /// shown at the top of report.html.
     sources: BTreeMap<CandidateId, String>,
+    /// Each candidate's parent and which of the parent's proposals it is, and each parent's
+    /// analysed bottlenecks in the order the proposals take them: the lineage's labels.
+    planned: BTreeMap<CandidateId, (CandidateId, u32)>,
+    analyses: BTreeMap<CandidateId, Vec<String>>,
     /// Kernels that failed the finale's re-check: never the best.
     recheck_failed: BTreeSet<CandidateId>,
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
@@ -450,6 +455,24 @@ impl RunSummary {
                 ..
             } => {
                 self.sources.insert(*candidate, code.clone());
+            }
+            Event::CandidatePlanned {
+                candidate,
+                parent,
+                proposal_index,
+                ..
+            } => {
+                self.planned.insert(*candidate, (*parent, *proposal_index));
+            }
+            Event::AnalysisReceived {
+                candidate,
+                bottlenecks,
+                ..
+            } if !bottlenecks.is_empty() => {
+                self.analyses.insert(
+                    *candidate,
+                    bottlenecks.iter().map(|b| b.title.clone()).collect(),
+                );
             }
             Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
             Event::RunDirMeasured { bytes } => self.run_dir_bytes = Some((record.t, *bytes)),

@@ -4,6 +4,7 @@
 
 use pulldown_cmark::{Event as Markdown, Options, Parser, html::push_html};
 
+use super::lineage::lineage;
 use super::markdown::ratio;
 use super::plots::{best_over_time, candidates_by_round};
 use super::source::{self, highlighted};
@@ -104,6 +105,10 @@ fn plots(summary: &RunSummary) -> String {
         (
             "Each device's timeline and busy fraction",
             device_timelines(summary),
+        ),
+        (
+            "Lineage: each candidate from its parent, the bottleneck it addressed, its result",
+            lineage(summary),
         ),
     ]
     .into_iter()

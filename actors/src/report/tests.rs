@@ -369,3 +369,62 @@ fn report_html_leads_with_the_best_kernel_its_speedups_and_its_source() {
     );
     assert!(!html.contains("<script"), "no script");
 }
+
+/// Issue 22: the lineage names each candidate's parent and the bottleneck it addressed, and a
+/// tree of 200 candidates fits on one screen.
+#[test]
+fn the_lineage_of_200_candidates_fits_on_one_screen_and_names_the_bottleneck_addressed() {
+    let mut summary = RunSummary::default();
+    summary.observe(&record(finished(0, 10.0)));
+    summary.observe(&record(Event::AnalysisReceived {
+        candidate: CandidateId::INITIAL,
+        round: 1,
+        request_id: "a0".into(),
+        requested: 2,
+        returned: 2,
+        bottlenecks: ["uncoalesced loads", "low occupancy"]
+            .map(|title| crate::analysis::AnalyzedBottleneck {
+                title: title.into(),
+                causes: Vec::new(),
+                fixes: Vec::new(),
+            })
+            .to_vec(),
+        outcome: crate::journal::ReplyOutcome::Answered,
+        usage: None,
+        cost_usd: None,
+        error: None,
+        reply: None,
+    }));
+    for id in 1..=200_u64 {
+        summary.observe(&record(Event::CandidatePlanned {
+            candidate: CandidateId(id),
+            parent: CandidateId::INITIAL,
+            round: 1,
+            proposal_index: (id % 2) as u32,
+            device: DeviceId(0),
+        }));
+        let mut done = finished(id, 5.0 + id as f64 / 100.0);
+        if let Event::CandidateFinished { parent, .. } = &mut done {
+            *parent = Some(CandidateId::INITIAL);
+        }
+        summary.observe(&record(done));
+    }
+    let svg = super::lineage::lineage(&summary);
+    let height: f64 = svg
+        .split("height=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(height <= 700.0, "{height}");
+    assert_eq!(svg.matches("class=\"lineage-node\"").count(), 201);
+    assert_eq!(svg.matches("class=\"lineage-edge\"").count(), 200);
+    assert!(
+        svg.contains(
+            "<title>candidate 2 from 0 (round 1), addressing uncoalesced loads: 5.0200 ms</title>"
+        ),
+        "{svg}"
+    );
+    assert!(svg.contains("addressing low occupancy: 5.0100 ms"));
+}

@@ -18,7 +18,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::journal::Journal;
-use support::{kactors, kernel_with_candidates, send_signal};
+use support::{kactors, send_signal, workspace_with_candidates};
 
 /// Long enough for any run here on a loaded machine; a run still going then is a hang.
 const HANG: Duration = Duration::from_secs(90);
@@ -52,10 +52,9 @@ struct Workspace {
 
 impl Workspace {
     fn new(strategy: &str) -> Workspace {
-        let dir = tempfile::tempdir().unwrap();
-        kernel_with_candidates(dir.path(), 40);
-        std::fs::write(dir.path().join("ending.yaml"), strategy).unwrap();
-        Workspace { dir }
+        Workspace {
+            dir: workspace_with_candidates("ending", strategy),
+        }
     }
 
     /// The folder of the workspace's one run.

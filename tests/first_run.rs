@@ -32,6 +32,24 @@ fn kactors_without_keys(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `kactors run ARGS --kernel-dir <the matvec example>` as [`kactors_without_keys`] runs it,
+/// which must be refused (exit 2): what it said on stderr.
+fn refused_run(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let kernel = example("optimize_01_matvec");
+    let mut full = vec!["run"];
+    full.extend_from_slice(args);
+    full.extend(["--kernel-dir", kernel.to_str().unwrap()]);
+    let output = kactors_without_keys(dir.path(), &full);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{args:?}: {}",
+        stderr(&output)
+    );
+    stderr(&output)
+}
+
 #[test]
 fn the_version_names_the_commit_it_was_built_from() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,46 +108,20 @@ fn the_strategies_table_has_a_header_row() {
 
 #[test]
 fn a_misspelt_strategy_is_answered_with_the_one_meant() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = example("optimize_01_matvec");
-    let output = kactors_without_keys(
-        dir.path(),
-        &[
-            "run",
-            "--strategy",
-            "nvdia",
-            "--kernel-dir",
-            kernel.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(output.status.code(), Some(2));
+    let said = refused_run(&["--strategy", "nvdia"]);
     assert!(
-        stderr(&output).contains("unknown strategy `nvdia`: did you mean `nvidia`?"),
-        "{}",
-        stderr(&output)
+        said.contains("unknown strategy `nvdia`: did you mean `nvidia`?"),
+        "{said}"
     );
 }
 
 #[test]
 fn a_host_without_a_gpu_is_pointed_at_the_dry_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = example("optimize_01_matvec");
     for strategy in ["nvidia", "beam_search"] {
-        let output = kactors_without_keys(
-            dir.path(),
-            &[
-                "run",
-                "--strategy",
-                strategy,
-                "--kernel-dir",
-                kernel.to_str().unwrap(),
-            ],
-        );
-        assert_eq!(output.status.code(), Some(2), "{strategy}");
+        let said = refused_run(&["--strategy", strategy]);
         assert!(
-            stderr(&output).contains("without a GPU, `--strategy noop` makes the dry run"),
-            "{strategy}: {}",
-            stderr(&output)
+            said.contains("without a GPU, `--strategy noop` makes the dry run"),
+            "{strategy}: {said}"
         );
     }
 }
@@ -138,26 +130,8 @@ fn a_host_without_a_gpu_is_pointed_at_the_dry_run() {
 /// `claude-opus-4.5` is Anthropic's, whose key the error names.
 #[test]
 fn the_model_on_the_command_line_picks_its_provider_from_the_model_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let kernel = example("optimize_01_matvec");
-    let output = kactors_without_keys(
-        dir.path(),
-        &[
-            "run",
-            "--strategy",
-            "noop",
-            "--model",
-            "claude-opus-4.5",
-            "--kernel-dir",
-            kernel.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(output.status.code(), Some(2));
-    assert!(
-        stderr(&output).contains("ANTHROPIC_API_KEY is not set"),
-        "{}",
-        stderr(&output)
-    );
+    let said = refused_run(&["--strategy", "noop", "--model", "claude-opus-4.5"]);
+    assert!(said.contains("ANTHROPIC_API_KEY is not set"), "{said}");
 }
 
 /// The model named on the command line is the one the server is asked for.

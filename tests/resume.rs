@@ -21,7 +21,7 @@ use serde_json::Value;
 use support::journal::{Journal, candidate_of};
 use support::llm_server::{LlmServer, chat_completion};
 use support::standin_node::Node;
-use support::{is_running, kactors, kernel_with_candidates};
+use support::{is_running, kactors, workspace_with_candidates};
 
 const ABORT_AT: &str = "KACTORS_TEST_ABORT_AT";
 
@@ -148,11 +148,9 @@ struct Workspace {
 
 impl Workspace {
     fn new(strategy: &str) -> Workspace {
-        let dir = tempfile::tempdir().unwrap();
-        kernel_with_candidates(dir.path(), 40);
-        let workspace = Workspace { dir };
-        workspace.set_strategy(strategy);
-        workspace
+        Workspace {
+            dir: workspace_with_candidates("resume", strategy),
+        }
     }
 
     fn path(&self) -> &Path {

@@ -2142,7 +2142,7 @@ fn reports_written(ran: &Ran) -> Vec<(Vec<u32>, bool, bool)> {
             (
                 rounds_in_report(markdown),
                 markdown.contains("Outcome: **completed**"),
-                html.matches("<svg").count() == 3,
+                html.matches("<svg").count() == 4,
             )
         })
         .collect()
@@ -2183,7 +2183,28 @@ fn a_steady_search_rewrites_the_report_every_n_times_m_candidates() {
         answers,
         ..steady(beam(1, 2, 3), 3)
     });
-    assert_rewritten_after_each_of_three_rounds_and_at_the_end(&ran);
+    // Once more than N × M candidates finished since the last rewrite (a virtual round still
+    // open while later ones finish, as a loaded machine may order them) it is rewritten too.
+    let written = reports_written(&ran);
+    let mut expected = vec![
+        (vec![1], false, true),
+        (vec![1, 2], false, true),
+        (vec![1, 2, 3], false, true),
+        (vec![1, 2, 3], true, true),
+    ]
+    .into_iter()
+    .peekable();
+    for report in &written {
+        if expected.peek() == Some(report) {
+            expected.next();
+        }
+    }
+    assert_eq!(
+        expected.next(),
+        None,
+        "after each round and at the end: {written:?}"
+    );
+    assert!(written.iter().all(|(_, _, plots)| *plots), "{written:?}");
 }
 
 /// The code a request for code gets, from its id alone: a time between 1 and 9 ms, and one

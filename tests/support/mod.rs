@@ -43,6 +43,15 @@ pub fn kernel_with_candidates(dir: &Path, count: usize) -> PathBuf {
     kernel
 }
 
+/// A temporary folder with a kernel directory of 40 distinct replay candidates
+/// (`kernel/`) and the strategy `NAME.yaml` holding `yaml`, for runs with `--config-dir .`.
+pub fn workspace_with_candidates(name: &str, yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    kernel_with_candidates(dir.path(), 40);
+    std::fs::write(dir.path().join(format!("{name}.yaml")), yaml).unwrap();
+    dir
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::plots::{RIGHT, WIDTH};
+use super::plots::{RIGHT, WIDTH, folder_of};
 use super::svg::{Mark, Svg};
 use super::{Fate, RunSummary};
 use crate::model::CandidateId;
@@ -110,7 +110,7 @@ pub(super) fn lineage(summary: &RunSummary) -> String {
                 .attr("stroke", "#111")
                 .attr("stroke-width", 2);
         }
-        svg.add(mark.title(format!(
+        svg.add(mark.link(folder_of(*id)).title(format!(
             "candidate {id}{from} (round {}){addressed}: {result}",
             candidate.round
         )));

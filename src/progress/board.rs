@@ -192,6 +192,20 @@ impl Board {
         self.ending = None;
     }
 
+    /// Whether `event` is a candidate verified faster than the best so far (the initial kernel
+    /// is where the search starts, not a new best): the live view marks its line.
+    pub fn is_new_best(&self, event: &Event) -> bool {
+        match event {
+            Event::CandidateFinished {
+                candidate,
+                passed: true,
+                time_ms: Some(ms),
+                ..
+            } => *candidate != CandidateId::INITIAL && self.best.is_none_or(|(_, best)| *ms < best),
+            _ => false,
+        }
+    }
+
     fn set(&mut self, device: DeviceId, activity: Activity) -> Changed {
         self.devices.insert(device, activity);
         Changed::Device(device)
@@ -461,6 +475,16 @@ mod tests {
             Board::default().figures_line(),
             "0 candidate(s) done, 0 failed · no verified kernel yet"
         );
+    }
+
+    #[test]
+    fn a_candidate_faster_than_every_one_before_is_a_new_best_and_the_initial_kernel_is_not() {
+        let mut board = board(&[run_started(1)]);
+        assert!(!board.is_new_best(&finished(0, Some(2.0))));
+        board.observe(&finished(0, Some(2.0)));
+        assert!(board.is_new_best(&finished(1, Some(1.5))));
+        assert!(!board.is_new_best(&finished(1, Some(2.5))));
+        assert!(!board.is_new_best(&finished(1, None)));
     }
 
     /// Issue 22: "n of N" where a limit gives N, the initial kernel not counted, so that a run

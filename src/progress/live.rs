@@ -465,6 +465,7 @@ fn add_bar(bars: &MultiProgress, style: &ProgressStyle, message: String) -> Prog
 
 impl ProgressSink for LiveProgress {
     fn record(&mut self, record: &JournalRecord) {
+        let new_best = self.board.is_new_best(&record.event);
         match self.board.observe(&record.event) {
             Changed::Devices => self.add_device_bars(),
             Changed::Device(device) => self.show_device(device),
@@ -474,7 +475,8 @@ impl ProgressSink for LiveProgress {
         if !matches!(record.event, Event::StepStarted { .. })
             && let Some(line) = plain_line(&record.event)
         {
-            let _ = self.view.bars.println(line);
+            let mark = if new_best { " ★ new best" } else { "" };
+            let _ = self.view.bars.println(format!("{line}{mark}"));
         }
         if let Some(json) = &mut self.json {
             if self.view.stdout_is_terminal {
@@ -626,6 +628,46 @@ mod tests {
             live.record(&record(event));
         }
         live
+    }
+
+    /// Issue 22: the line of a candidate that beat every one before it is marked.
+    #[test]
+    fn a_new_best_is_marked_on_its_line() {
+        let verified = |candidate: u64, ms: f64| Event::CandidateFinished {
+            candidate: actors::model::CandidateId(candidate),
+            parent: None,
+            round: 1,
+            device: DeviceId(0),
+            passed: true,
+            time_ms: Some(ms),
+            reason: None,
+            simulated: false,
+            duplicate_of: None,
+        };
+        let fake = FakeTerminal::default();
+        shown_on(
+            &fake,
+            None,
+            [
+                run_started(1),
+                verified(0, 2.0),
+                verified(1, 1.0),
+                verified(2, 1.5),
+            ],
+        );
+        let drawn = fake.drawn();
+        for (line, marked) in [
+            ("[device 0] candidate 0: 2.0000 ms", false),
+            ("[device 0] candidate 1: 1.0000 ms", true),
+            ("[device 0] candidate 2: 1.5000 ms", false),
+        ] {
+            let expected = if marked {
+                format!("{line} ★ new best")
+            } else {
+                line.to_string()
+            };
+            assert!(drawn.contains(&expected), "{expected}: {drawn:#?}");
+        }
     }
 
     #[test]

@@ -15,7 +15,16 @@ fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-fn stdout(output: &Output) -> String {
+/// What `kactors ARGS` prints on stdout; it must exit 0.
+fn printed(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let output = kactors(dir.path()).args(args).output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        stderr(&output)
+    );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -52,10 +61,7 @@ fn refused_run(args: &[&str]) -> String {
 
 #[test]
 fn the_version_names_the_commit_it_was_built_from() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = kactors(dir.path()).arg("--version").output().unwrap();
-    assert_eq!(output.status.code(), Some(0));
-    let line = stdout(&output);
+    let line = printed(&["--version"]);
     let commit = line
         .trim()
         .strip_prefix(&format!("kactors {} (commit ", env!("CARGO_PKG_VERSION")))
@@ -70,23 +76,13 @@ fn the_version_names_the_commit_it_was_built_from() {
 
 #[test]
 fn completions_for_bash_zsh_and_fish_know_every_command() {
-    let dir = tempfile::tempdir().unwrap();
     for shell in ["bash", "zsh", "fish"] {
-        let output = kactors(dir.path())
-            .args(["completions", shell])
-            .output()
-            .unwrap();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{shell}: {}",
-            stderr(&output)
-        );
-        let script = stdout(&output);
+        let script = printed(&["completions", shell]);
         for command in ["run", "resume", "report", "strategies", "max-time", "model"] {
             assert!(script.contains(command), "{shell}: no {command}");
         }
     }
+    let dir = tempfile::tempdir().unwrap();
     let unknown = kactors(dir.path())
         .args(["completions", "tcsh"])
         .output()
@@ -96,10 +92,7 @@ fn completions_for_bash_zsh_and_fish_know_every_command() {
 
 #[test]
 fn the_strategies_table_has_a_header_row() {
-    let dir = tempfile::tempdir().unwrap();
-    let output = kactors(dir.path()).arg("strategies").output().unwrap();
-    assert_eq!(output.status.code(), Some(0));
-    let listing = stdout(&output);
+    let listing = printed(&["strategies"]);
     let lines: Vec<&str> = listing.lines().collect();
     let header: Vec<&str> = lines[0].split_whitespace().collect();
     assert_eq!(header, ["STRATEGY", "PLATFORM", "SEARCH", "(N×M)", "FILE"]);

@@ -633,16 +633,13 @@ mod tests {
     /// Issue 22: the line of a candidate that beat every one before it is marked.
     #[test]
     fn a_new_best_is_marked_on_its_line() {
-        let verified = |candidate: u64, ms: f64| Event::CandidateFinished {
-            candidate: actors::model::CandidateId(candidate),
-            parent: None,
-            round: 1,
-            device: DeviceId(0),
-            passed: true,
-            time_ms: Some(ms),
-            reason: None,
-            simulated: false,
-            duplicate_of: None,
+        let verified = |candidate: u64, ms: f64| -> Event {
+            serde_json::from_value(serde_json::json!({
+                "type": "candidate_finished", "candidate": candidate, "parent": null,
+                "round": 1, "device": 0, "passed": true, "time_ms": ms, "reason": null,
+                "simulated": false, "duplicate_of": null,
+            }))
+            .unwrap()
         };
         let fake = FakeTerminal::default();
         shown_on(

@@ -13,7 +13,8 @@
 //! their lines in order; `probe.rs` runs one question as a child (the Python side is
 //! templates/check_probe.py); `python.rs` reads Python's, torch's, triton's and problem.py's
 //! answers; `torch_device.rs` matches each device torch sees to the one kactors listed;
-//! `nvidia.rs` and `rocm.rs` check the vendors' profilers.
+//! `nvidia.rs` and `rocm.rs` check the vendors' profilers; `sandbox.rs` prints what the sandbox
+//! for candidate code gets on this machine.
 
 mod nvidia;
 mod preflight;
@@ -21,6 +22,7 @@ mod probe;
 mod python;
 mod report;
 mod rocm;
+mod sandbox;
 mod torch_device;
 
 pub use preflight::{layout_line, preflight};

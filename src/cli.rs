@@ -49,6 +49,10 @@ pub enum Command {
     /// A node agent: started by `kactors run` on each node of a Slurm allocation (launcher slurm)
     #[command(hide = true)]
     Agent(AgentArgs),
+    /// Runs a command in the sandbox for candidate code: how kactors starts every child that
+    /// runs code an LLM wrote (issue 19)
+    #[command(hide = true, name = "sandbox-exec")]
+    SandboxExec(SandboxExecArgs),
 }
 
 impl Command {
@@ -64,6 +68,8 @@ impl Command {
             Command::Report(args) => args.json,
             // The agent's stdout is its channel to the head, JSON by construction.
             Command::Agent(_) | Command::Completions(_) => false,
+            // The sandboxed command's streams are its own.
+            Command::SandboxExec(_) => false,
         }
     }
 }
@@ -256,4 +262,53 @@ pub struct AgentArgs {
     /// Only say which devices the node has (`kactors devices`): no lock, no check, then exit
     #[arg(long)]
     pub list: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxExecArgs {
+    /// required: refuse to run the command without every protection
+    #[arg(long, value_enum)]
+    pub level: crate::sandbox::Level,
+    /// The child's own folder, bounded by --scratch-bytes: its Triton cache, /tmp and /dev/shm
+    #[arg(long, value_name = "DIR")]
+    pub scratch: PathBuf,
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1 << 20..))]
+    pub scratch_bytes: u64,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tasks: u32,
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_file_bytes: u64,
+    /// A folder the command may write in, with everything beneath (repeatable)
+    #[arg(long, value_name = "DIR")]
+    pub writable: Vec<PathBuf>,
+    /// A folder the command may not read (the run directory), but for --readable and
+    /// --writable paths inside it
+    #[arg(long, value_name = "DIR")]
+    pub hide: Option<PathBuf>,
+    /// A file or folder inside --hide the command may read (repeatable)
+    #[arg(long, value_name = "PATH")]
+    pub readable: Vec<PathBuf>,
+    /// Set the sandbox up, print what it got as JSON, and run nothing
+    #[arg(long)]
+    pub probe: bool,
+    /// The command and its arguments
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+impl SandboxExecArgs {
+    pub fn policy(&self) -> crate::sandbox::Policy {
+        crate::sandbox::Policy {
+            level: self.level,
+            limits: crate::sandbox::Limits {
+                scratch_bytes: self.scratch_bytes,
+                max_tasks: self.max_tasks,
+                max_file_bytes: self.max_file_bytes,
+            },
+            writable: self.writable.clone(),
+            scratch: self.scratch.clone(),
+            hidden: self.hide.clone(),
+            readable: self.readable.clone(),
+        }
+    }
 }

@@ -69,6 +69,11 @@ pub fn execute(cli: Cli) -> i32 {
             completions::completions(args);
             Ok(exit::SUCCESS)
         }
+        Command::SandboxExec(args) => Ok(crate::sandbox::sandbox_exec(
+            &args.policy(),
+            &args.command,
+            args.probe,
+        )),
     };
     match result {
         Ok(code) => code,

@@ -25,6 +25,7 @@ pub mod prompts;
 pub mod replay;
 pub mod rocm;
 pub mod run_dir;
+pub mod sandbox;
 pub mod signals;
 pub mod slurm;
 pub mod vendor;

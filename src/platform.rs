@@ -140,14 +140,21 @@ impl GpuPlatform {
         kernel_dir: &Path,
         triton_cache: Option<&Path>,
     ) -> std::io::Result<GpuPlatform> {
+        let sandbox = crate::sandbox::for_run(settings.sandbox)?;
         let mut slots = Vec::new();
         for (id, device) in devices {
             let folder = run_root.join("devices").join(id.to_string());
             std::fs::create_dir_all(&folder)?;
+            // A sandboxed evaluator writes nowhere but its scratch (a tmpfs of its own, so
+            // node-local on an agent too): its candidates' Triton caches go there.
+            let triton_cache = match &sandbox {
+                Some(_) => Some(DeviceSlot::scratch_of(&folder).join("triton-cache")),
+                None => triton_cache.map(|root| root.join(format!("device-{id}"))),
+            };
             slots.push(DeviceSlot {
                 folder,
                 pin: device.pin_as(*id),
-                triton_cache: triton_cache.map(|root| root.join(format!("device-{id}"))),
+                triton_cache,
                 bandwidth: device.spec.map(|spec| PeakBandwidth {
                     device: spec.name.clone(),
                     gb_per_s: spec.memory_bandwidth_gb_per_s,
@@ -173,6 +180,8 @@ impl GpuPlatform {
             },
             startup_deadline: EVALUATOR_STARTUP_DEADLINE,
             kill_grace: Duration::from_secs_f64(settings.kill_grace_s),
+            sandbox,
+            run_root: std::path::absolute(run_root)?,
         };
         let targets = devices
             .iter()
@@ -305,6 +314,7 @@ impl ProfilerPlan {
             kill_grace: self.kill_grace,
             pass_deadline: self.pass_deadline,
             total_budget: self.total_budget,
+            sandbox: evaluator.sandbox.clone(),
         };
         match self.vendor {
             Vendor::Rocm => {

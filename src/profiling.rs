@@ -70,6 +70,9 @@ pub struct ProfilerSetup {
     pub pass_deadline: Duration,
     /// The most one whole profile may take, every pass and retry counted.
     pub total_budget: Duration,
+    /// The sandbox of every invocation (the profiler and the wrapper it runs, which imports
+    /// the candidate); None when the run's `sandbox` is off.
+    pub sandbox: Option<crate::sandbox::Sandbox>,
 }
 
 impl ProfilerSetup {
@@ -298,6 +301,7 @@ mod tests {
                 kill_grace: Duration::from_secs(1),
                 pass_deadline: Duration::from_secs(10),
                 total_budget: Duration::from_secs(60),
+                sandbox: None,
             }
         }
     }

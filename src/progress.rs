@@ -302,6 +302,7 @@ mod tests {
             max_rounds: 1,
             devices,
             initial_source: String::new(),
+            sandbox: None,
         };
         assert_eq!(
             plain_line(&started(vec![

@@ -34,7 +34,9 @@ impl Node {
         standin_kernel(root, &[]);
         std::fs::write(
             root.join("standin.yaml"),
-            "platform: nvidia\nprovider: replay\nkill_grace_s: 0.3\n",
+            // The tests read the pids the stand-in writes into the node's folder: the sandbox
+            // would keep it from writing there, and its pids would name nothing out here.
+            "platform: nvidia\nprovider: replay\nkill_grace_s: 0.3\nsandbox: off\n",
         )
         .unwrap();
         // The run directory as the head prepares it: its tools (the stand-in needs only their

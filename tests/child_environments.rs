@@ -95,13 +95,15 @@ impl Node {
         );
     }
 
+    /// The fakes write the environment they got into the node's folder, which no sandboxed
+    /// child may write: the sandbox is off here, and tests/sandbox.rs covers it.
     fn strategy(&self, text: &str) {
         std::fs::write(
             self.path("strategy.yaml"),
             format!(
                 "{text}provider: replay\nnum_workers: 1\nmax_rounds: 1\nmax_refinements: 0\n\
                  test_timeout_s: 30\nkill_grace_s: 0.3\nstrategy_config:\n  num_top_kernels: 1\n  \
-                 num_bottlenecks: 1\n"
+                 num_bottlenecks: 1\nsandbox: off\n"
             ),
         )
         .unwrap();

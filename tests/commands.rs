@@ -62,9 +62,12 @@ impl Node {
                 )
             }
         };
+        // The stand-in Python and the fake profilers record what they were given in the node's
+        // folder, which no sandboxed child may write: the sandbox has tests of its own
+        // (tests/sandbox.rs).
         std::fs::write(
             root.join("fake.yaml"),
-            format!("{platform}kill_grace_s: {GRACE_S}\n"),
+            format!("{platform}kill_grace_s: {GRACE_S}\nsandbox: off\n"),
         )
         .unwrap();
         std::fs::write(root.join("dry.yaml"), "platform: noop\nprovider: replay\n").unwrap();
@@ -520,6 +523,7 @@ fn check_is_all_ok_against_a_working_node() {
             "ok profiler ncu {}: Nsight Compute 2025.3.1.0 (build 36398880) (public-release); ",
             fixtures().join("nvidia/fake-ncu").display()
         ),
+        "ok sandbox: off: candidate code runs with your rights".to_string(),
         "ok kernel directory kernel: input.py defines kernel_function".to_string(),
         "ok kernel/problem.py imports: Model, get_inputs and get_init_inputs are callable"
             .to_string(),

@@ -231,7 +231,8 @@ fn a_candidate_that_tampers_is_rejected_as_such_and_costs_no_other_candidate_any
             "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    same = x * 1\n    return same\n",
         ),
     ])
-    .on_one_device();
+    .on_one_device()
+    .without_sandbox();
     let (run, records) = completed(&node);
     let reason = |candidate: u64| {
         finished(&records, candidate)["reason"]
@@ -382,7 +383,10 @@ fn the_caches_of_candidates_that_can_no_longer_become_parents_are_removed_and_th
             "# standin: fail reason=wrong\ndef kernel_function(x):\n    return x + 1\n",
         ),
     ])
-    .on_one_device();
+    .on_one_device()
+    // A sandboxed evaluator keeps its caches in its scratch, a tmpfs that goes with it: the
+    // caches removed here are those of an evaluator without one.
+    .without_sandbox();
     let (run, records) = completed(&node);
     // The beam keeps 2 and 1; 3 is slower and 4 failed. The initial kernel stays for the
     // finale, which times it again.
@@ -454,7 +458,8 @@ fn sigkill_of_kactors_leaves_no_evaluator_behind() {
             pidfile.path().display()
         ),
     )])
-    .on_one_device();
+    .on_one_device()
+    .without_sandbox();
     let mut kactors = node
         .run_command()
         .stdout(std::process::Stdio::null())

@@ -196,8 +196,9 @@ fn each_layer_imports_only_the_layers_below_it() {
     check_layer(
         &graph,
         "profiling",
-        &["process", "signals", "devices", "vendor"],
+        &["process", "sandbox", "signals", "devices", "vendor"],
     );
+    check_layer(&graph, "sandbox", &["process"]);
     check_layer(&graph, "nvidia", &["profiling", "devices"]);
     check_layer(&graph, "rocm", &["profiling", "devices"]);
     check_layer(
@@ -206,7 +207,7 @@ fn each_layer_imports_only_the_layers_below_it() {
         &["nvidia", "rocm", "profiling"],
     );
     check_layer(&graph, "devices", &["process", "vendor"]);
-    check_layer(&graph, "config", &["llm", "vendor"]);
+    check_layer(&graph, "config", &["llm", "sandbox", "vendor"]);
     check_layer(&graph, "prompts", &["devices", "nvidia", "vendor"]);
     check_layer(&graph, "slurm", &["config", "devices", "process"]);
     check_layer(

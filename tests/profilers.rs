@@ -138,6 +138,7 @@ impl Bench {
             )]),
             watchdog: standalone_watchdog(GRACE),
             kill_grace: GRACE,
+            sandbox: None,
             pass_deadline: PASS_DEADLINE,
             total_budget: PASS_DEADLINE * 4,
         }
@@ -587,6 +588,7 @@ fn a_hung_pass_and_its_grandchild_leave_nothing_of_their_group() {
             dir: bench.path("pass"),
             env: setup.child_env(&pin, &[]),
             counters: Vec::new(),
+            confinement: None,
         };
         let deadline = Duration::from_secs(2);
         let started = Instant::now();

@@ -600,9 +600,12 @@ fn the_children_a_killed_run_left_are_ended_before_it_resumes() {
         "# standin: orphan pidfile={} then=hang\ndef kernel_function(x):\n    return x + 1\n",
         pidfile.path().display()
     );
+    // The sandbox off: the test reads the orphan's pid, and one inside the sandbox's namespace
+    // would name nothing out here (a sandboxed orphan dies with its namespace anyway).
     let node = Node::new(&[("01_orphan.py", candidate.as_str())]).with_strategy(
         "platform: nvidia\nprovider: replay\nnum_workers: 1\ntest_timeout_s: 2\nkill_grace_s: 0.3\n\
-         max_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n",
+         max_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n\
+         sandbox: off\n",
     );
     let running = Running::background(node.run_command());
     let run = wait_for_run_dir(node.dir.path());

@@ -132,6 +132,11 @@ fn a_rocm_run_profiles_its_parent_with_rocprofv3_and_pins_by_hip_id() {
 #[test]
 fn a_hung_rocprofv3_pass_is_killed_and_the_run_goes_on_timing_alone() {
     let node = amd_node();
+    // The fake writes its hung processes' pids into the node's folder, which no sandboxed
+    // child may write.
+    let strategy = node.path().join("amd.yaml");
+    let yaml = std::fs::read_to_string(&strategy).unwrap();
+    std::fs::write(&strategy, format!("{yaml}sandbox: off\n")).unwrap();
     let started = Instant::now();
     let (output, records, _) = run(node.path(), "hang");
     assert_eq!(

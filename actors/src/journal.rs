@@ -90,6 +90,14 @@ pub enum Step {
 /// name to the GPU it is. Under the Slurm launcher (version 3) a device also has its node,
 /// Slurm's index of it there, and the node agent's step that serves it; on one node these are
 /// null.
+/// The sandbox a run's candidate code ran in: the `sandbox` setting and one line per
+/// protection, as `kactors check` prints them ("credentials: available: ...").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxRecord {
+    pub setting: String,
+    pub protections: Vec<String>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DeviceDescription {
     pub device: DeviceId,
@@ -199,6 +207,10 @@ pub enum Event {
         /// input.py as the run read it: candidate 0.
         #[serde(default)]
         initial_source: String,
+        /// What the sandbox of candidate code had (issue 19); absent on noop, which runs none,
+        /// and in journals before it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sandbox: Option<SandboxRecord>,
     },
     RoundStarted {
         round: u32,
@@ -890,6 +902,7 @@ mod tests {
                 max_rounds: 1,
                 devices: remote.clone(),
                 initial_source: String::new(),
+                sandbox: None,
             },
         }
         .to_json();

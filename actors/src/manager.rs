@@ -60,6 +60,11 @@ pub struct ManagerSettings {
     pub reflexions_in_flight: usize,
     /// max_time, when the run has one.
     pub time_limit: Option<TimeLimit>,
+    /// Whether an evaluation's "no space left on device" means the run directory's disk is
+    /// full (its evaluators write there), and stops the run as a record that cannot be
+    /// written does. False when they write only in a bounded scratch of their own (the
+    /// sandbox, issue 19): there it is the candidate's own doing, and fails only it.
+    pub evaluations_fill_the_disk: bool,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are

@@ -145,6 +145,8 @@ pub struct RunSummary {
     configuration: Vec<(String, String)>,
     strategy: String,
     simulated: bool,
+    /// What the sandbox of candidate code had: the setting and one line per protection.
+    sandbox: Option<crate::journal::SandboxRecord>,
     initial_ms: Option<f64>,
     eager_ms: Option<f64>,
     compile_ms: Option<f64>,
@@ -272,12 +274,14 @@ impl RunSummary {
                 max_rounds,
                 devices,
                 initial_source,
+                sandbox,
             } => {
                 self.started = Some(record.t);
                 self.sources
                     .insert(CandidateId::INITIAL, initial_source.clone());
                 self.strategy = strategy.clone();
                 self.simulated = *simulated;
+                self.sandbox = sandbox.clone();
                 self.configuration = vec![
                     ("strategy".into(), strategy.clone()),
                     ("platform".into(), platform.clone()),

@@ -650,6 +650,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             max_rounds: scenario.search.max_rounds,
             devices: Vec::new(),
             initial_source: scenario.initial.into(),
+            sandbox: None,
         },
         manager: ManagerSettings {
             search: scenario.search,
@@ -664,6 +665,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             requests_per_minute: None,
             reflexions_in_flight: 8,
             time_limit: scenario.time_limit,
+            evaluations_fill_the_disk: true,
         },
         resume,
         max_inflight: scenario.max_inflight,

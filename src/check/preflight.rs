@@ -16,6 +16,7 @@ use super::probe::{ProbeRunner, Scratch};
 use super::python::{environment_check, problem_check};
 use super::report::{CheckLine, CheckReport};
 use super::rocm::rocprof_check;
+use super::sandbox::sandbox_check;
 use super::torch_device::device_check;
 
 /// The checks `kactors run` makes once its settings, devices and kernel directory are known:
@@ -80,6 +81,9 @@ pub fn preflight(
         problem_dir,
     ));
     report.extend(gpu_lines.before_kernel_dir);
+    let (sandbox_lines, sandbox) = sandbox_check(settings.sandbox);
+    report.extend(sandbox_lines);
+    report.sandbox = sandbox;
     report.extend(layout.map(|(_, line)| line));
     report.extend(gpu_lines.problem);
     report

@@ -39,9 +39,15 @@ impl CheckLine {
     /// A failed profiler check: a run without a working profiler still verifies and times
     /// candidates, and says why it stopped profiling (issue 4), so it does not stop a run.
     pub(super) fn profiler_fail(what: impl Into<String>, fix: impl Into<String>) -> Self {
+        CheckLine::fail(what, fix).without_stopping_a_run()
+    }
+
+    /// The same failure, which a run can do without (a profiler, a protection of a sandbox
+    /// that is not required).
+    pub(super) fn without_stopping_a_run(self) -> Self {
         CheckLine {
             stops_a_run: false,
-            ..CheckLine::fail(what, fix)
+            ..self
         }
     }
 
@@ -96,6 +102,8 @@ impl fmt::Display for CheckLine {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CheckReport {
     lines: Vec<CheckLine>,
+    /// What the sandbox probe found, on a GPU platform whose sandbox is not off.
+    pub sandbox: Option<crate::sandbox::SandboxReport>,
 }
 
 impl CheckReport {
@@ -153,6 +161,7 @@ mod tests {
         assert!(!profiler.stops_a_run(), "a run goes on without profiles");
         let report = CheckReport {
             lines: vec![ok, fail.clone(), profiler],
+            sandbox: None,
         };
         assert!(!report.passed());
         assert_eq!(report.failures().count(), 2);

@@ -122,6 +122,12 @@ impl Placement {
         for line in preflight.failures() {
             console::err(format_args!("kactors: {line}"));
         }
+        if launch.platform() != Platform::Noop
+            && settings.sandbox == crate::sandbox::SandboxSetting::Off
+            && let Some(warning) = crate::sandbox::warning(settings.sandbox, None)
+        {
+            console::err(format_args!("kactors: {warning}"));
+        }
         let stopping = preflight
             .lines()
             .iter()

@@ -106,6 +106,8 @@ pub struct RunSettings {
     /// there); recorded in run.yaml either way.
     pub stop_at_roofline: bool,
     pub launcher: LauncherRequest,
+    /// The sandbox of candidate code: `required` unless the strategy says otherwise.
+    pub sandbox: crate::sandbox::SandboxSetting,
     pub agent_timeout_s: f64,
     #[serde(skip)]
     pub warnings: Vec<String>,
@@ -398,6 +400,7 @@ pub fn resolve(
             Some("auto") => LauncherRequest::Auto,
             _ => LauncherRequest::Local,
         },
+        sandbox: config.sandbox.unwrap_or_default(),
         agent_timeout_s: config.agent_timeout_s.unwrap_or(DEFAULT_AGENT_TIMEOUT_S),
         warnings: config.warnings.clone(),
     })

@@ -129,6 +129,8 @@ pub struct ConfigFile {
     pub stop_at_roofline: Option<bool>,
     /// Where the devices' processes run: `local`, `slurm` or `auto`.
     pub launcher: Option<String>,
+    /// How much of the sandbox for candidate code a run insists on (issue 19).
+    pub sandbox: Option<crate::sandbox::SandboxSetting>,
     /// How long a node agent may leave a ping unanswered before its step is cancelled.
     pub agent_timeout_s: Option<f64>,
     /// The keys `llm::resolve` reads, in the llm module's own type.
@@ -171,6 +173,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "profile_budget_s",
     "stop_at_roofline",
     "launcher",
+    "sandbox",
     "agent_timeout_s",
     "base_url",
     "max_tokens",
@@ -483,6 +486,21 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                 }
                 config.launcher = Some(launcher);
             }
+            "sandbox" => {
+                let setting: String =
+                    reader.value(key, value, crate::sandbox::SandboxSetting::ACCEPTED)?;
+                let Some(setting) = crate::sandbox::SandboxSetting::parse(&setting) else {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message: format!(
+                            "unknown sandbox \"{setting}\": expected {}",
+                            crate::sandbox::SandboxSetting::ACCEPTED
+                        ),
+                    });
+                };
+                config.sandbox = Some(setting);
+            }
             "agent_timeout_s" => {
                 let seconds = reader.seconds(key, value)?;
                 if seconds == 0.0 {
@@ -786,6 +804,18 @@ mod tests {
     }
 
     /// Issue 14: where the devices' processes run, and how long a node agent may stay silent.
+    #[test]
+    fn sandbox_is_required_best_effort_or_off() {
+        for setting in ["required", "best_effort", "off"] {
+            check("sandbox", setting, None);
+        }
+        check(
+            "sandbox",
+            "none",
+            Some("unknown sandbox \"none\": expected required, best_effort or off"),
+        );
+    }
+
     #[test]
     fn launcher_is_local_slurm_or_auto_and_an_agent_gets_some_time() {
         for launcher in ["local", "slurm", "auto"] {

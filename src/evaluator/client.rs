@@ -24,6 +24,7 @@ use super::protocol::{
 };
 use crate::devices::Pin;
 use crate::process::{ChildSpec, Protocol, ProtocolPipes, RunningChild, log_tail, spawn};
+use crate::sandbox::{Access, Sandbox};
 
 /// What every evaluator child of a run shares.
 #[derive(Clone, Debug)]
@@ -37,6 +38,11 @@ pub struct EvaluatorSetup {
     /// Start-up imports torch and builds the inputs: it gets its own deadline.
     pub startup_deadline: Duration,
     pub kill_grace: Duration,
+    /// The sandbox of the evaluator and of test.py, which both run candidate code; None when
+    /// the run's `sandbox` is off.
+    pub sandbox: Option<Sandbox>,
+    /// The run directory, which a sandboxed child may not read but for its tools/.
+    pub run_root: PathBuf,
 }
 
 /// Where one device's evaluator lives: its folder (cwd and log) and the device's pin, which
@@ -63,6 +69,12 @@ pub struct PeakBandwidth {
 }
 
 impl DeviceSlot {
+    /// The sandboxed evaluator's scratch in the device's folder `folder`: the one place it
+    /// writes.
+    pub fn scratch_of(folder: &Path) -> PathBuf {
+        folder.join("scratch")
+    }
+
     /// The Triton cache of the candidate whose folder is `candidate_folder`.
     pub fn triton_cache_of(&self, candidate_folder: &Path) -> PathBuf {
         match (&self.triton_cache, candidate_folder.file_name()) {
@@ -197,6 +209,22 @@ impl PythonEvaluator {
         format!("evaluator of device {}", self.device)
     }
 
+    /// Where the evaluator loads `job`'s kernel from, and its code when it must write it there
+    /// first: a sandboxed evaluator may not read the run directory's candidates/ (their prompts
+    /// and replies lie beside the kernels), so its copy lives in its own scratch.
+    fn candidate_of(&self, job: &EvalJob) -> (PathBuf, Option<String>) {
+        match (&self.setup.sandbox, job.folder.file_name()) {
+            (Some(_), Some(name)) => (
+                DeviceSlot::scratch_of(&self.slot.folder)
+                    .join("candidates")
+                    .join(name)
+                    .join("kernel.py"),
+                Some(job.source.text().to_string()),
+            ),
+            _ => (job.folder.join("kernel.py"), None),
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.slot.folder.join("evaluator.log")
     }
@@ -234,6 +262,19 @@ impl PythonEvaluator {
             log_path: self.log_path(),
             protocol: Protocol::Pipes,
             label: self.label(),
+        };
+        let spec = match &setup.sandbox {
+            Some(sandbox) => {
+                let tools = setup.script.parent().unwrap_or(&setup.run_root);
+                let policy = sandbox.policy(&Access {
+                    run_root: &setup.run_root,
+                    readable: &[tools],
+                    writable: &[],
+                    scratch: &DeviceSlot::scratch_of(&self.slot.folder),
+                });
+                sandbox.confine(spec, &policy)
+            }
+            None => spec,
         };
         let mut child = spawn(&spec).map_err(|error| error.to_string())?;
         let mut pipes = child
@@ -442,7 +483,7 @@ impl PythonEvaluator {
 impl DeviceEvaluator for PythonEvaluator {
     fn verify<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, VerifyOutcome> {
         Box::pin(async move {
-            let candidate = job.folder.join("kernel.py");
+            let (candidate, source) = self.candidate_of(job);
             let cache_dir = self.slot.triton_cache_of(&job.folder);
             let outcome = self
                 .call(
@@ -450,6 +491,7 @@ impl DeviceEvaluator for PythonEvaluator {
                         id,
                         candidate,
                         cache_dir,
+                        source,
                     },
                     job.deadline,
                 )
@@ -492,11 +534,12 @@ impl DeviceEvaluator for PythonEvaluator {
 
     fn time<'a>(&'a mut self, job: &'a EvalJob) -> EvalFuture<'a, TimeOutcome> {
         Box::pin(async move {
-            let candidate = job.folder.join("kernel.py");
+            let (candidate, source) = self.candidate_of(job);
             let cache_dir = Some(self.slot.triton_cache_of(&job.folder));
             let request = |id| Request::Time {
                 id,
                 candidate,
+                source,
                 cache_dir,
                 warmup: None,
                 repeat: None,
@@ -552,6 +595,18 @@ impl DeviceEvaluator for PythonEvaluator {
                 log_path: log.clone(),
                 protocol: Protocol::None,
                 label: format!("test.py on device {}", self.device),
+            };
+            let spec = match &self.setup.sandbox {
+                Some(sandbox) => {
+                    let policy = sandbox.policy(&Access {
+                        run_root: &self.setup.run_root,
+                        readable: &[],
+                        writable: &[folder],
+                        scratch: &folder.join("scratch"),
+                    });
+                    sandbox.confine(spec, &policy)
+                }
+                None => spec,
             };
             let mut child = spawn(&spec).map_err(|error| EvalError::Start(error.to_string()))?;
             let group = GroupId(child.group().id().as_raw());
@@ -728,6 +783,7 @@ mod tests {
         Request::Verify {
             id: 1,
             candidate: "k.py".into(),
+            source: None,
             cache_dir: "tc".into(),
         }
     }
@@ -842,6 +898,8 @@ mod tests {
             },
             startup_deadline: Duration::from_secs(30),
             kill_grace: Duration::from_millis(200),
+            run_root: temp.path().to_path_buf(),
+            sandbox: None,
         };
         let pin = crate::devices::Device {
             id: 0,

@@ -58,10 +58,17 @@ pub enum Request {
         id: u64,
         candidate: PathBuf,
         cache_dir: PathBuf,
+        /// The candidate's code, which a sandboxed evaluator writes to `candidate` (in its
+        /// scratch) before it loads it: it may not read the run directory's candidates/.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
     },
     Time {
         id: u64,
         candidate: PathBuf,
+        /// As in `Verify`: used only when a restarted child must load the candidate again.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        source: Option<String>,
         /// Used only when a restarted child must load the candidate again.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache_dir: Option<PathBuf>,
@@ -692,6 +699,7 @@ mod tests {
             Request::Verify {
                 id: 1,
                 candidate: "c/kernel.py".into(),
+                source: None,
                 cache_dir: "c/tc".into(),
             },
             r#"{"op":"verify","id":1,"candidate":"c/kernel.py","cache_dir":"c/tc"}"#,
@@ -700,6 +708,7 @@ mod tests {
             Request::Time {
                 id: 2,
                 candidate: "c/kernel.py".into(),
+                source: None,
                 cache_dir: None,
                 warmup: Some(25),
                 repeat: Some(100),
@@ -711,6 +720,7 @@ mod tests {
             Request::Time {
                 id: 3,
                 candidate: "c/kernel.py".into(),
+                source: None,
                 cache_dir: Some("c/tc".into()),
                 warmup: None,
                 repeat: None,
@@ -809,11 +819,13 @@ mod tests {
         let verify = Request::Verify {
             id: 7,
             candidate: "k.py".into(),
+            source: None,
             cache_dir: "tc".into(),
         };
         let time = Request::Time {
             id: 7,
             candidate: "k.py".into(),
+            source: None,
             cache_dir: None,
             warmup: None,
             repeat: None,
@@ -921,6 +933,7 @@ mod tests {
         let verify = |id| Request::Verify {
             id,
             candidate: "k.py".into(),
+            source: None,
             cache_dir: "tc".into(),
         };
         let pending = verify(3);

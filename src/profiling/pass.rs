@@ -96,6 +96,8 @@ pub struct PassSpec {
     pub env: ChildEnv,
     /// The `--pmc` group, for the record; empty for other invocations.
     pub counters: Vec<String>,
+    /// The sandbox the invocation runs in, if any.
+    pub confinement: Option<crate::sandbox::Confinement>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -211,6 +213,10 @@ pub async fn run_pass(
         log_path: outcome.log_path.clone(),
         protocol: Protocol::None,
         label: label(),
+    };
+    let child_spec = match &spec.confinement {
+        Some(confinement) => confinement.apply(child_spec),
+        None => child_spec,
     };
     let started = Instant::now();
     let mut child = match spawn(&child_spec) {

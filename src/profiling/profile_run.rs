@@ -8,6 +8,7 @@ use super::outputs::create_profile_dir;
 use super::pass::{PassOutcome, PassSpec, run_pass};
 use super::{ProfileBudget, ProfileTarget, ProfilerSetup};
 use crate::devices::Pin;
+use crate::sandbox::Access;
 
 /// One profile of one target; its budget starts with it.
 pub struct ProfileRun<'a> {
@@ -74,9 +75,20 @@ impl<'a> ProfileRun<'a> {
             ),
             program: program.to_path_buf(),
             args,
-            dir,
             env: self.setup.child_env(self.pin, &env),
             counters,
+            // It writes its pass's folder and the profile's Triton cache, nothing else.
+            confinement: self.setup.sandbox.as_ref().map(|sandbox| {
+                let tools = self.setup.wrapper.parent().unwrap_or(Path::new("/"));
+                sandbox.confinement(&Access {
+                    // tools/ lies in the run directory (a profile's own, for `kactors profile`).
+                    run_root: tools.parent().unwrap_or(tools),
+                    readable: &[tools, &self.target.candidate],
+                    writable: &[&self.profile_dir],
+                    scratch: &dir.join("scratch"),
+                })
+            }),
+            dir,
         };
         run_pass(
             &spec,

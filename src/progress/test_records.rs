@@ -32,6 +32,7 @@ pub fn run_started(devices: u32) -> Event {
             })
             .collect(),
         initial_source: String::new(),
+        sandbox: None,
     }
 }
 

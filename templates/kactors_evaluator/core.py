@@ -29,6 +29,7 @@ from .gpu import (
     context_is_usable,
     describe_device,
     is_poisoned_context_error,
+    scratch_root,
     set_triton_cache_dir,
     tensor_bytes,
 )
@@ -38,6 +39,7 @@ from .protocol import (
     EvaluatorError,
     InputsDoNotFit,
     Rejection,
+    candidate_file,
     failed_reply,
     rejected,
     sanitize,
@@ -391,7 +393,7 @@ class Evaluator:
         return clone_values(draw.inputs)
 
     def verify(self, request):
-        path = Path(request["candidate"])
+        path = candidate_file(request)
         set_triton_cache_dir(Path(request["cache_dir"]))
         verdict = unjudged_verdict()
         try:
@@ -406,13 +408,13 @@ class Evaluator:
         return verdict
 
     def time_candidate(self, request):
-        path = Path(request["candidate"])
+        path = candidate_file(request)
         warmup, repeat = timing.benchmark_counts(self.settings, request)
         candidate = self.candidate
         if candidate is None or candidate.path != path:
             # A restarted evaluator: compile again (its Triton cache makes that quick) and time
             # it the careful way, since what verify would have learnt about it is unknown.
-            cache_dir = request.get("cache_dir") or str(Path.cwd() / "triton-cache" / path.stem)
+            cache_dir = request.get("cache_dir") or str(scratch_root() / "triton-cache" / path.stem)
             set_triton_cache_dir(Path(cache_dir))
             try:
                 candidate = self.load_candidate(path)
@@ -441,7 +443,7 @@ class Evaluator:
             function = self.model
         elif which == "compile":
             # Inductor's own Triton kernels go to a cache of their own, not a candidate's.
-            set_triton_cache_dir(Path.cwd() / "triton-cache" / "torch-compile")
+            set_triton_cache_dir(scratch_root() / "torch-compile-cache")
             if self.compiled_model is None:
                 self.compiled_model = torch.compile(self.model)
                 # The first call compiles; it must not be a sample.

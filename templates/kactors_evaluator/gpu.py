@@ -4,6 +4,7 @@ the device described, its memory, sticky errors, the aten recorder, Triton's cac
 import os
 import platform
 import re
+import shutil
 from pathlib import Path
 
 import torch
@@ -49,7 +50,21 @@ def aten_recorder_class():
     return AtenRecorder
 
 
+def scratch_root():
+    """Where the evaluator's own caches go: the sandbox's scratch (KACTORS_SCRATCH, a bounded
+    tmpfs and the one folder a sandboxed evaluator may write), else the working directory."""
+    return Path(os.environ.get("KACTORS_SCRATCH") or os.getcwd())
+
+
 def set_triton_cache_dir(path):
+    """Points Triton at `path`. In the sandbox's scratch, which is bounded, the cache the
+    evaluator used before (another candidate's) is removed first: nothing reads it again but a
+    restarted child, which compiles anew."""
+    previous = os.environ.get("TRITON_CACHE_DIR")
+    scratch = os.environ.get("KACTORS_SCRATCH")
+    if scratch and previous and Path(previous) != path and Path(previous).parent == path.parent:
+        if Path(previous).is_relative_to(scratch):
+            shutil.rmtree(previous, ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)
     os.environ["TRITON_CACHE_DIR"] = str(path)
     cache_knobs = getattr(getattr(triton, "knobs", None), "cache", None)

@@ -6,9 +6,12 @@ CI's unit tests use it as it is."""
 import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 import time
 import traceback
+from pathlib import Path
 
 import kernel_call
 
@@ -222,3 +225,30 @@ def request_header(line):
     """(id, op) of a request line, as the child will read them; (None, None) if unreadable."""
     request = json_object(line)
     return request.get("id"), request.get("op")
+
+
+def candidate_file(request):
+    """The file of the candidate a request names. A sandboxed evaluator may not read the run
+    directory's candidates/ (their prompts and replies lie beside the kernels): kactors sends it
+    the code, which goes to the named file in its scratch (KACTORS_SCRATCH), in place of the
+    copies of the candidates before it. The candidate's TMPDIR is a folder beside its copy, so
+    what it leaves there goes with it and the bounded scratch stays free for the next."""
+    path = Path(request["candidate"])
+    source = request.get("source")
+    if source is None:
+        return path
+    scratch = os.environ.get("KACTORS_SCRATCH")
+    if not isinstance(source, str) or not scratch or not path.is_relative_to(scratch):
+        raise EvaluatorError(
+            f"a request with the candidate's source must name a file in the scratch, got {path}"
+        )
+    copies = path.parent.parent
+    if copies.is_dir():
+        for earlier in copies.iterdir():
+            if earlier != path.parent:
+                shutil.rmtree(earlier, ignore_errors=True)
+    (path.parent / "tmp").mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(path.parent / "tmp")
+    tempfile.tempdir = None
+    path.write_text(source, encoding="utf-8")
+    return path

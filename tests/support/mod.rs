@@ -97,3 +97,12 @@ pub fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
     }
     true
 }
+
+/// The records of `run`'s journal.
+pub fn journal(run: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}

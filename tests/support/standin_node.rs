@@ -54,6 +54,16 @@ impl Node {
         )
     }
 
+    /// The same strategy with the sandbox off, for a test that reads a pid or a file the
+    /// stand-in writes outside its sandbox: a pid inside the sandbox's namespace names nothing
+    /// outside it.
+    pub fn without_sandbox(self) -> Node {
+        let strategy = self.dir.path().join("standin.yaml");
+        let yaml = std::fs::read_to_string(&strategy).unwrap();
+        std::fs::write(strategy, format!("{yaml}sandbox: off\n")).unwrap();
+        self
+    }
+
     /// The strategy `standin` as `yaml` says.
     pub fn with_strategy(self, yaml: &str) -> Node {
         std::fs::write(self.dir.path().join("standin.yaml"), yaml).unwrap();

@@ -14,5 +14,6 @@ pub(crate) fn run_started(initial_source: &str) -> Event {
         max_rounds: 1,
         devices: Vec::new(),
         initial_source: initial_source.into(),
+        sandbox: None,
     }
 }

@@ -57,6 +57,7 @@ impl Manager {
             Ok::<_, String>(worker.send(evaluate).await.map_err(|_| worker))
         };
         let me = ctx.address();
+        let fills_the_disk = self.settings.evaluations_fill_the_disk;
         ctx.spawn(
             async move {
                 let input = match work.await {
@@ -71,7 +72,7 @@ impl Manager {
                             me.do_send(Input::AgentLost { devices, reason });
                         }
                         let record = evaluated(&evaluation, Ok(result));
-                        match disk_full(&record) {
+                        match disk_full(&record).filter(|_| fills_the_disk) {
                             Some(reason) => Input::DiskFull {
                                 candidate: evaluation.candidate,
                                 reason,

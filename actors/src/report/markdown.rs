@@ -184,6 +184,21 @@ impl RunSummary {
             &self.agent_restarts,
         );
         bullet_section(&mut out, "Worker restarts", "", &self.worker_deaths);
+        if let Some(sandbox) = &self.sandbox {
+            if sandbox.setting == "off" {
+                let _ = writeln!(
+                    out,
+                    "\n## Sandbox\n\nNone (`sandbox: off`): candidate code ran with the user's rights, network and files."
+                );
+            } else {
+                let intro = format!(
+                    "Candidate code ran in kactors' sandbox (`sandbox: {}`; SECURITY.md says what \
+                     each protection covers):\n\n",
+                    sandbox.setting
+                );
+                bullet_section(&mut out, "Sandbox", &intro, &sandbox.protections);
+            }
+        }
         self.render_resumes(&mut out);
         if let Some(note) = &self.profiling_note {
             let _ = writeln!(out, "\n## Profiling\n\nProfiling stopped: {note}");

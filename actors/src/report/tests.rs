@@ -202,6 +202,7 @@ fn two_devices_of_n2() -> (Event, RunSummary) {
         max_rounds: 1,
         devices: vec![device(0, 0), device(1, 1)],
         initial_source: String::new(),
+        sandbox: None,
     };
     (started, RunSummary::default())
 }
@@ -309,6 +310,7 @@ fn report_html_leads_with_the_best_kernel_its_speedups_and_its_source() {
             max_rounds: 1,
             devices: Vec::new(),
             initial_source: "def kernel_function(a):\n    return a + a\n".into(),
+            sandbox: None,
         },
         finished(0, 2.0),
         Event::ProposalReceived {

@@ -375,6 +375,7 @@ pub(crate) fn execute(
         llm,
         max_inflight,
         prompts,
+        preflight,
         ..
     } = launch;
     let run_root = run_dir.root().to_path_buf();
@@ -405,6 +406,7 @@ pub(crate) fn execute(
         max_rounds: search.max_rounds,
         devices: described,
         initial_source: kernel.initial.text().to_string(),
+        sandbox: (!simulated).then(|| sandbox_record(&settings, &preflight)),
     };
     let manager = ManagerSettings {
         search,
@@ -423,6 +425,7 @@ pub(crate) fn execute(
         },
         reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
         time_limit: time_limit.clone(),
+        evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
     };
     let plan = RunPlan {
         started,
@@ -506,6 +509,35 @@ pub(crate) fn execute(
         result.reason,
     ));
     Ok(exit::of_outcome(result.outcome))
+}
+
+/// Whether every evaluator writes only in a bounded scratch of its own: the sandbox's limits
+/// are there on this machine (on each node, under Slurm).
+fn scratch_is_bounded(preflight: &CheckReport) -> bool {
+    let mut limits = preflight
+        .lines()
+        .iter()
+        .filter(|line| line.what().contains("sandbox limits:"))
+        .peekable();
+    limits.peek().is_some() && limits.all(|line| line.passed())
+}
+
+/// The sandbox as the preflight found it, for the journal and the report: the setting and the
+/// sandbox's check lines (a node agent's named by its node).
+fn sandbox_record(
+    settings: &RunSettings,
+    preflight: &CheckReport,
+) -> actors::journal::SandboxRecord {
+    actors::journal::SandboxRecord {
+        setting: settings.sandbox.name().to_string(),
+        protections: preflight
+            .lines()
+            .iter()
+            .map(|line| line.what())
+            .filter(|what| what.contains("sandbox"))
+            .map(str::to_string)
+            .collect(),
+    }
 }
 
 fn outcome_word(outcome: &actors::journal::RunOutcome) -> &'static str {

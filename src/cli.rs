@@ -5,10 +5,18 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The version and the commit it was built from ("unknown" without git at build time).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("KACTORS_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kactors",
-    version,
+    version = VERSION,
     about = "Optimizes Triton GPU kernels unattended, on every GPU of a node",
     after_help = "Exit codes: 0 the run ended as planned; 1 a run that started could not go on (e.g. the initial \
                   kernel fails verification, the LLM provider refuses the credentials, the disk is full); 2 refused \
@@ -36,6 +44,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Render report.md and report.html from a run directory's journal: finished, killed or still going
     Report(ReportArgs),
+    /// Print the completion script of a shell: `kactors completions bash > /etc/bash_completion.d/kactors`
+    Completions(CompletionsArgs),
     /// A node agent: started by `kactors run` on each node of a Slurm allocation (launcher slurm)
     #[command(hide = true)]
     Agent(AgentArgs),
@@ -57,7 +67,7 @@ impl Command {
             Command::Check(args) => args.json,
             Command::Report(args) => args.json,
             // The agent's stdout is its channel to the head, JSON by construction.
-            Command::Agent(_) => false,
+            Command::Agent(_) | Command::Completions(_) => false,
             // The sandboxed command's streams are its own.
             Command::SandboxExec(_) => false,
         }
@@ -95,9 +105,13 @@ pub struct RunArgs {
     /// The parent folder of runs; each run gets <strategy>-<timestamp>/ inside it
     #[arg(long, value_name = "DIR", default_value = "runs")]
     pub run_dir: PathBuf,
-    /// The LLM provider (configuration key provider), e.g. replay
+    /// The LLM provider (configuration key provider): anthropic, openai, openai_compatible, replay
     #[arg(long, value_name = "NAME")]
     pub provider: Option<String>,
+    /// The LLM (configuration key model), as data/models.yaml names it, e.g. claude-opus-4-5;
+    /// its provider follows from it unless --provider says
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
     /// The Python interpreter for every Python child (configuration key python; default python3 on PATH)
     #[arg(long, value_name = "PATH")]
     pub python: Option<PathBuf>,
@@ -204,6 +218,13 @@ pub struct CheckArgs {
     /// Print one JSON object: {"ok", "checks": [{"ok", "what", "fix"}]}
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell: bash, zsh, fish (also elvish, powershell)
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -6,6 +6,7 @@
 
 mod agent;
 mod check;
+mod completions;
 mod devices;
 mod placement;
 mod profile;
@@ -64,6 +65,10 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Check(args) => Ok(check::check(args)),
         Command::Report(args) => report::report(args),
         Command::Agent(args) => Ok(agent::agent(args)),
+        Command::Completions(args) => {
+            completions::completions(args);
+            Ok(exit::SUCCESS)
+        }
         Command::SandboxExec(args) => Ok(crate::sandbox::sandbox_exec(
             &args.policy(),
             &args.command,

@@ -23,7 +23,7 @@ pub use error::DeviceError;
 pub use lock::{DeviceLocks, GpuLock, LockedDevice, lock_devices};
 pub use pin::Pin;
 pub use provenance::{GpuState, gpu_state};
-pub use select::{DeviceRequest, select_devices};
+pub use select::{DeviceRequest, select_devices, workers_note};
 pub use specs::{GpuSpec, SpecMatch, spec_by_name, spec_table};
 // The Slurm tools run before actors start the same way the GPU tools do.
 pub(crate) use error::ToolFailure;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::config::RunSettings;
 use crate::devices::{
     DeviceError, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment, LockedDevice,
-    lock_devices, select_devices,
+    lock_devices, select_devices, workers_note,
 };
 use crate::vendor::Platform;
 
@@ -78,15 +78,7 @@ pub fn choose_run_devices(
     let locked = lock_or_wait(settings, &selection.devices, &mut notes)?;
     let visible = locked.len();
     let wanted = settings.num_workers.map_or(visible, |n| n as usize);
-    if wanted > visible {
-        notes.push(format!(
-            "{wanted} workers were asked for but {visible} device(s) are available: using {visible}"
-        ));
-    } else if wanted < visible {
-        notes.push(format!(
-            "using {wanted} of the {visible} available devices (num_workers)"
-        ));
-    }
+    notes.extend(workers_note(settings.num_workers, visible, "available"));
     let mut locks = Vec::new();
     selection.devices.clear();
     for entry in locked.into_iter().take(wanted) {

@@ -105,6 +105,20 @@ fn lock_folder(root: &Path) -> Result<PidLock, RunDirError> {
     }
 }
 
+/// The command that goes on with the run in `root` after an interrupt or a kill, as a user
+/// types it: the folder quoted for the shell when it needs to be.
+pub fn resume_command(root: &Path) -> String {
+    let folder = root.display().to_string();
+    let plain = folder
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@,".contains(c));
+    if plain {
+        format!("kactors resume {folder}")
+    } else {
+        format!("kactors resume '{}'", folder.replace('\'', "'\\''"))
+    }
+}
+
 /// `2026-12-02T10:35:44.123Z` as `20261202T103544Z`: sortable and safe in a file name.
 pub(crate) fn folder_stamp(now: SystemTime) -> String {
     let full = format_utc_millis(now);

@@ -619,7 +619,11 @@ fn strategies_lists_kernelagents_folder_and_names_the_file_it_skips() {
         .output()
         .unwrap();
     assert_eq!(plain.status.code(), Some(0));
-    assert_eq!(String::from_utf8_lossy(&plain.stdout).lines().count(), 17);
+    // The header row, then one row per strategy.
+    assert_eq!(
+        String::from_utf8_lossy(&plain.stdout).lines().count(),
+        1 + 17
+    );
     assert!(
         stderr(&plain).contains(&format!(
             "kactors: warning: skipped {}: not a strategy configuration",

@@ -609,3 +609,42 @@ fn a_kernel_wrong_on_draws_no_candidate_saw_leaves_the_final_beam_and_the_next_i
         ],
     );
 }
+
+/// Four H200s as the fake nvidia-smi lists them.
+const FOUR_H200: &str = "for i in 0 1 2 3; do echo \"$i, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"; done\n";
+
+const NO_WORKER_COUNT: &str = "platform: nvidia\nprovider: replay\ntest_timeout_s: 2\nkill_grace_s: 0.3\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n";
+
+/// Issue 22: a strategy that sets no worker count uses every visible device; one that sets
+/// num_workers (as KernelAgent's files do) keeps it, and one line says how many were left
+/// unused.
+#[test]
+fn every_visible_gpu_is_used_unless_num_workers_says_otherwise() {
+    let devices_of = |records: &[Value]| records[0]["devices"].as_array().unwrap().len();
+    let every = Node::new(&[])
+        .with_gpus(FOUR_H200)
+        .with_strategy(NO_WORKER_COUNT);
+    let (output, run) = every.run();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(devices_of(&journal(&run)), 4);
+    assert!(!String::from_utf8_lossy(&output.stderr).contains("left unused"));
+
+    let kernel_agent = Node::new(&[])
+        .with_gpus(FOUR_H200)
+        .with_strategy(&format!("{NO_WORKER_COUNT}num_workers: 3\n"));
+    let (output, run) = kernel_agent.run();
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(devices_of(&journal(&run)), 3);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let said: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.contains("left unused"))
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "kactors: using 3 of the 4 devices available (num_workers or --workers): 1 left unused; without either, a run uses every one"
+        ],
+        "{stderr}"
+    );
+}

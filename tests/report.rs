@@ -100,8 +100,42 @@ fn millis(record: &Value) -> f64 {
 /// spans filling the rest of its timeline.
 fn check_plots_against_journal(records: &[Value], html: &str) {
     let plots = plots(html);
-    assert_eq!(plots.len(), 3, "three plots: {html}");
+    assert_eq!(plots.len(), 4, "four plots: {html}");
     let (best, candidates, devices) = (&plots[0], &plots[1], &plots[2]);
+
+    // Issue 22: the lineage has a node per candidate, joined to the parent its record names,
+    // the fastest verified one marked best.
+    let nodes = marks(&plots[3], "lineage-node");
+    let lineage: BTreeSet<(String, String)> = nodes
+        .iter()
+        .map(|m| (attribute(m, "data-candidate"), attribute(m, "data-parent")))
+        .collect();
+    let parents: BTreeSet<(String, String)> = of_type(records, "candidate_finished")
+        .map(|r| {
+            let parent = if r["parent"].is_null() {
+                String::new()
+            } else {
+                r["parent"].to_string()
+            };
+            (r["candidate"].to_string(), parent)
+        })
+        .collect();
+    assert_eq!(lineage, parents, "each candidate joined to its parent");
+    let best_node: Vec<String> = nodes
+        .iter()
+        .filter(|m| attribute(m, "data-best") == "true")
+        .map(|m| attribute(m, "data-candidate"))
+        .collect();
+    let fastest = of_type(records, "candidate_finished")
+        .filter(|r| r["passed"] == true)
+        .min_by(|a, b| {
+            a["time_ms"]
+                .as_f64()
+                .unwrap()
+                .total_cmp(&b["time_ms"].as_f64().unwrap())
+        })
+        .map(|r| r["candidate"].to_string());
+    assert_eq!(best_node, fastest.into_iter().collect::<Vec<_>>());
 
     let finished: Vec<&Value> = of_type(records, "candidate_finished").collect();
     let shown = marks(candidates, "candidate");
@@ -259,13 +293,26 @@ fn down_stretches(records: &[Value]) -> Vec<(f64, f64)> {
     stretches
 }
 
-/// Nothing the page could fetch or run: no script, no external reference.
+/// Nothing the page could fetch or run: no script, no external reference. Its only links are
+/// to the candidates' folders beside it (issue 22), which nothing fetches until clicked.
 fn assert_self_contained(html: &str) {
-    for forbidden in [
-        "<script", "src=", "href=", "url(", "@import", "http:", "https:",
-    ] {
+    for forbidden in ["<script", "src=", "url(", "@import", "http:", "https:"] {
         assert!(!html.contains(forbidden), "report.html holds {forbidden:?}");
     }
+    for link in html.split("href=\"").skip(1) {
+        let target = &link[..link.find('"').unwrap()];
+        let id = target
+            .strip_prefix("candidates/")
+            .and_then(|rest| rest.strip_suffix('/'));
+        assert!(
+            id.is_some_and(|id| id.parse::<u64>().is_ok()),
+            "a link to anything but a candidate's folder: {target}"
+        );
+    }
+    assert!(
+        html.contains("href=\"candidates/"),
+        "each candidate links to its folder"
+    );
     assert!(html.contains("Content-Security-Policy\" content=\"default-src 'none'"));
 }
 
@@ -339,6 +386,10 @@ fn the_collectors_report_html_plots_every_candidate_step_and_improvement_of_a_dr
     check_plots_against_journal(&records, &html);
     assert_self_contained(&html);
     assert!(html.contains("<h2>Rounds</h2>"), "report.md's tables");
+    assert!(
+        !html.contains("down (killed, not yet resumed)"),
+        "no down legend for a run never resumed"
+    );
 }
 
 #[test]
@@ -677,6 +728,8 @@ fn a_resumed_runs_report_shows_the_resume_and_leaves_the_time_no_process_ran_out
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
     let html = read(&run.join("report.html"));
     check_plots_against_journal(&records, &html);
+    // Issue 22: the "down" legend, only where a run was resumed.
+    assert!(html.contains("down (killed, not yet resumed)"));
     let spans = marks(&plots(&html)[2], "span");
     assert!(
         spans.iter().all(|m| !m.contains_key("data-open")),

@@ -16,12 +16,11 @@ use actors::journal::JournalRecord;
 use actors::search_state::TWICE_IN_FLIGHT;
 use nix::sys::signal::Signal;
 use serde_json::Value;
+use support::journal::{Journal, candidate_of};
 use support::llm_server::{LlmServer, chat_completion};
-use support::runs::{
-    Running, assert_exit, assert_says, finish, journal, only_run, stderr, wait_for,
-};
+use support::runs::{Running, assert_exit, assert_says, finish, only_run, stderr, wait_for};
 use support::standin_node::Node;
-use support::{is_running, kactors, kernel_with_candidates};
+use support::{is_running, kactors, workspace_with_candidates};
 
 const ABORT_AT: &str = "KACTORS_TEST_ABORT_AT";
 
@@ -56,11 +55,9 @@ struct Workspace {
 
 impl Workspace {
     fn new(strategy: &str) -> Workspace {
-        let dir = tempfile::tempdir().unwrap();
-        kernel_with_candidates(dir.path(), 40);
-        let workspace = Workspace { dir };
-        workspace.set_strategy(strategy);
-        workspace
+        Workspace {
+            dir: workspace_with_candidates("resume", strategy),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -118,34 +115,10 @@ impl Workspace {
     }
 }
 
-/// A run's journal: both processes' records, whole lines only.
-struct Journal(Vec<Value>);
-
+/// What resumes ask of a journal besides what every test does.
 impl Journal {
-    fn read(run: &Path) -> Journal {
-        Journal(journal(run))
-    }
-
-    /// Whatever the journal holds now, a torn last line left out: for polling a live run.
-    fn peek(run: &Path) -> Journal {
-        let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
-        Journal(
-            text.lines()
-                .filter_map(|line| serde_json::from_str(line).ok())
-                .collect(),
-        )
-    }
-
-    fn of_type<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
-        self.0.iter().filter(move |record| record["type"] == kind)
-    }
-
     fn resumes(&self) -> Vec<&Value> {
         self.of_type("run_resumed").collect()
-    }
-
-    fn last(&self) -> &Value {
-        self.0.last().unwrap()
     }
 
     /// The records of each process: split at every `run_resumed` (which opens its process).
@@ -162,22 +135,6 @@ impl Journal {
         starts
             .windows(2)
             .map(|span| &self.0[span[0]..span[1]])
-            .collect()
-    }
-
-    /// Each finished candidate's fate: passed, its time and why not.
-    fn fates(&self) -> BTreeMap<u64, (bool, Option<f64>, Option<String>)> {
-        self.of_type("candidate_finished")
-            .map(|record| {
-                (
-                    record["candidate"].as_u64().unwrap(),
-                    (
-                        record["passed"].as_bool().unwrap(),
-                        record["time_ms"].as_f64(),
-                        record["reason"].as_str().map(str::to_string),
-                    ),
-                )
-            })
             .collect()
     }
 
@@ -199,36 +156,6 @@ impl Journal {
             })
             .collect()
     }
-
-    /// The source of the fastest verified candidate the journal knows.
-    fn best_source(&self) -> String {
-        let (best, _) = self
-            .fates()
-            .into_iter()
-            .filter_map(|(id, (passed, time, _))| passed.then(|| (id, time.unwrap())))
-            .min_by(|a, b| a.1.total_cmp(&b.1))
-            .unwrap();
-        let source = match best {
-            0 => self.of_type("run_started").next().unwrap()["initial_source"].clone(),
-            _ => self
-                .of_type("proposal_received")
-                .filter(|record| candidate_of(record) == best && record["outcome"] == "code")
-                .last()
-                .unwrap()["code"]
-                .clone(),
-        };
-        source.as_str().unwrap().to_string()
-    }
-
-    fn finished(&self) -> &Value {
-        let last = self.last();
-        assert_eq!(last["type"], "run_finished", "the journal ends the run");
-        last
-    }
-}
-
-fn candidate_of(record: &Value) -> u64 {
-    record["candidate"].as_u64().unwrap()
 }
 
 fn is_evaluation_step(record: &Value) -> bool {

@@ -16,8 +16,9 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
+use support::gone_within;
+use support::runs::journal;
 use support::standin_node::Node;
-use support::{gone_within, journal};
 
 /// The key kactors' environment holds in every stand-in run, which no child may read.
 const KEY: &str = "sk-ant-never-in-a-child";

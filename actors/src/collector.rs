@@ -82,8 +82,8 @@ pub struct BestChanged {
     pub source: String,
 }
 
-/// A resumed run's records so far: the report and the run's end count them too. Nothing is
-/// written.
+/// A resumed run's records so far: the report, the progress shown and the run's end count them
+/// too. Nothing is written.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Seed(pub Vec<JournalRecord>);
@@ -105,6 +105,19 @@ pub struct FinishRun {
 #[rtype(result = "()")]
 pub struct RecordsFailed {
     pub message: String,
+}
+
+/// When the report is rewritten besides each round's end and the run's, and what it tells a
+/// reader whose run was killed.
+#[derive(Clone, Debug, Default)]
+pub struct ReportSettings {
+    /// In steady search, whose virtual rounds can stay open long after their last candidate was
+    /// planned: also once more than this many candidates (N × M) finished since the last
+    /// rewrite, so that the report is never more than N × M candidates behind. (A round that
+    /// closes on time rewrites it first.)
+    pub every: Option<u32>,
+    /// `kactors resume <dir>`: how a run killed now would go on.
+    pub resume_command: Option<String>,
 }
 
 const WRITER_GONE: &str = "the collector's writer thread is gone";
@@ -163,6 +176,7 @@ impl Collector {
         store: Box<dyn RunStore>,
         progress: Box<dyn ProgressSink>,
         clock: Arc<dyn Clock>,
+        reports: ReportSettings,
         failed: Recipient<RecordsFailed>,
     ) -> Self {
         let (commands, receiver) = mpsc::channel();
@@ -176,7 +190,7 @@ impl Collector {
             .name("kactors-collector".into())
             .spawn(move || {
                 let died = catch_unwind(AssertUnwindSafe(|| {
-                    write_records(store, progress, receiver, &report)
+                    write_records(store, progress, reports, receiver, &report)
                 }));
                 if let Err(panic) = died {
                     report.failed(format!(
@@ -229,15 +243,20 @@ const MOST_PER_SYNC: usize = 512;
 fn write_records(
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
+    reports: ReportSettings,
     commands: mpsc::Receiver<Command>,
     failed: &Reporter,
 ) {
+    let mut summary = RunSummary::default();
+    summary.resume_with(reports.resume_command);
     let mut writer = Writer {
         store,
         progress,
+        report_every: reports.every,
+        finished_since_report: 0,
         failed,
         errors: FirstError::default(),
-        summary: RunSummary::default(),
+        summary,
         unsynced: false,
         measured_at: None,
         reported_at: None,
@@ -255,6 +274,9 @@ fn write_records(
 struct Writer<'a> {
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
+    report_every: Option<u32>,
+    /// Candidates finished since the report was last rewritten.
+    finished_since_report: u32,
     failed: &'a Reporter,
     errors: FirstError,
     summary: RunSummary,
@@ -297,8 +319,19 @@ impl Writer<'_> {
         match command {
             Command::Append(record) => {
                 self.append(&record);
-                if matches!(record.event, Event::RoundFinished { .. }) && self.report_due(record.t)
+                if let Event::CandidateFinished { candidate, .. } = &record.event
+                    && *candidate != CandidateId::INITIAL
                 {
+                    self.finished_since_report += 1;
+                }
+                // A round's end, or in steady search N × M candidates since the last rewrite;
+                // at most once a minute either way (a 100,000-candidate run rewrites in bounded
+                // time), and always at the end.
+                let due = matches!(record.event, Event::RoundFinished { .. })
+                    || self
+                        .report_every
+                        .is_some_and(|every| self.finished_since_report > every);
+                if due && self.report_due(record.t) {
                     self.reported_at = Some(record.t);
                     self.measure_if_due(record.t);
                     self.rewrite_report();
@@ -330,6 +363,7 @@ impl Writer<'_> {
                 for record in &records {
                     self.summary.observe(record);
                 }
+                self.progress.seed(&records);
             }
             Command::Best(source) => {
                 let written = self.store.write_best_kernel(&source);
@@ -362,6 +396,7 @@ impl Writer<'_> {
 
     /// report.md and report.html as the records so far show the run.
     fn rewrite_report(&mut self) {
+        self.finished_since_report = 0;
         let report = self.summary.render();
         let written = self.store.write_report(&report.markdown, &report.html);
         let _ = self

@@ -565,6 +565,9 @@ pub enum Event {
         best_candidate: Option<CandidateId>,
         best_ms: Option<f64>,
         initial_ms: Option<f64>,
+        /// An interrupted run: the command that goes on from here (`kactors resume <dir>`).
+        #[serde(default)]
+        resume: Option<String>,
     },
 }
 

@@ -374,6 +374,9 @@ pub struct RemovedCaches {
 /// Where progress goes for the person watching: plain lines or JSON events.
 pub trait ProgressSink: Send {
     fn record(&mut self, record: &JournalRecord);
+    /// A resumed run's records so far, before its first new one: figures shown from then on
+    /// count the whole run, not only the resuming process's work. Nothing is shown for them.
+    fn seed(&mut self, _records: &[JournalRecord]) {}
 }
 
 /// The one clock every timestamp of a run comes from; tests replace it.

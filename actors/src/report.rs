@@ -5,15 +5,17 @@
 mod clock;
 mod headline;
 mod html;
+mod lineage;
 mod markdown;
 mod plots;
+mod source;
 mod svg;
 #[cfg(test)]
 mod tests;
 mod timeline;
 mod verification;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
 pub use headline::Headline;
@@ -163,7 +165,21 @@ pub struct RunSummary {
     /// The beam as the latest `beam_updated` left it.
     beam: Vec<CandidateId>,
     outcome: Option<(RunOutcome, String)>,
-    best: Option<(CandidateId, f64)>,
+    /// The best kernel `run_finished` names: after a finale, the fastest that passed its
+    /// re-check.
+    finished_best: Option<(CandidateId, f64)>,
+    /// `kactors resume <dir>`: named by an interrupted run's `run_finished`, or given by whoever
+    /// renders the report of a run that may have been killed.
+    resume_command: Option<String>,
+    /// Each candidate's latest code (the initial kernel's from `run_started`): the best's is
+    /// shown at the top of report.html.
+    sources: BTreeMap<CandidateId, String>,
+    /// Each candidate's parent and which of the parent's proposals it is, and each parent's
+    /// analysed bottlenecks in the order the proposals take them: the lineage's labels.
+    planned: BTreeMap<CandidateId, (CandidateId, u32)>,
+    analyses: BTreeMap<CandidateId, Vec<String>>,
+    /// Kernels that failed the finale's re-check: never the best.
+    recheck_failed: BTreeSet<CandidateId>,
     /// Candidates rejected for tampering with the evaluator's state, in journal order.
     tampering: Vec<CandidateId>,
     worker_deaths: Vec<String>,
@@ -257,10 +273,12 @@ impl RunSummary {
                 num_bottlenecks,
                 max_rounds,
                 devices,
+                initial_source,
                 sandbox,
-                ..
             } => {
                 self.started = Some(record.t);
+                self.sources
+                    .insert(CandidateId::INITIAL, initial_source.clone());
                 self.strategy = strategy.clone();
                 self.simulated = *simulated;
                 self.sandbox = sandbox.clone();
@@ -328,7 +346,13 @@ impl RunSummary {
             }
             Event::RoundFinished(summary) => {
                 self.rounds.insert(summary.round, summary.clone());
-                self.best = Some((summary.best_candidate, summary.best_ms));
+            }
+            Event::FinalRechecked {
+                candidate,
+                passed: false,
+                ..
+            } => {
+                self.recheck_failed.insert(*candidate);
             }
             Event::DevicesLost { devices, reason } => {
                 self.devices_lost.push(format!(
@@ -429,6 +453,31 @@ impl RunSummary {
                     text(&versions["driver"]),
                 ));
             }
+            Event::ProposalReceived {
+                candidate,
+                code: Some(code),
+                ..
+            } => {
+                self.sources.insert(*candidate, code.clone());
+            }
+            Event::CandidatePlanned {
+                candidate,
+                parent,
+                proposal_index,
+                ..
+            } => {
+                self.planned.insert(*candidate, (*parent, *proposal_index));
+            }
+            Event::AnalysisReceived {
+                candidate,
+                bottlenecks,
+                ..
+            } if !bottlenecks.is_empty() => {
+                self.analyses.insert(
+                    *candidate,
+                    bottlenecks.iter().map(|b| b.title.clone()).collect(),
+                );
+            }
             Event::ProfilingStopped { reason } => self.profiling_note = Some(reason.clone()),
             Event::RunDirMeasured { bytes } => self.run_dir_bytes = Some((record.t, *bytes)),
             Event::CachesRemoved { bytes, .. } => {
@@ -441,11 +490,15 @@ impl RunSummary {
                 best_candidate,
                 best_ms,
                 initial_ms,
+                resume,
             } => {
                 self.finished = Some(record.t);
+                if resume.is_some() {
+                    self.resume_command = resume.clone();
+                }
                 self.outcome = Some((*outcome, reason.clone()));
                 if let (Some(candidate), Some(ms)) = (best_candidate, best_ms) {
-                    self.best = Some((*candidate, *ms));
+                    self.finished_best = Some((*candidate, *ms));
                 }
                 if initial_ms.is_some() {
                     self.initial_ms = *initial_ms;
@@ -453,6 +506,23 @@ impl RunSummary {
             }
             _ => {}
         }
+    }
+
+    /// The run's best kernel: the one `run_finished` names, else (a run still going, or killed)
+    /// the fastest verified candidate the journal holds, whichever round it was in.
+    pub(crate) fn best(&self) -> Option<(CandidateId, f64)> {
+        self.finished_best.or_else(|| {
+            self.event_times
+                .iter()
+                .filter(|(id, _)| !self.recheck_failed.contains(id))
+                .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
+                .map(|(id, ms)| (*id, *ms))
+        })
+    }
+
+    /// How a reader of this run's report, should it end without `run_finished`, goes on with it.
+    pub fn resume_with(&mut self, command: Option<String>) {
+        self.resume_command = command;
     }
 
     /// Whether the journal has its `run_finished` record. Without one the run is still going,

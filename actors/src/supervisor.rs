@@ -15,7 +15,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
-use crate::collector::{Collector, FinishRun, Record, RecordsFailed, Seed};
+use crate::collector::{Collector, FinishRun, Record, RecordsFailed, ReportSettings, Seed};
 use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::{CloseBroker, LlmBroker};
@@ -28,6 +28,7 @@ use crate::ports::{
     PromptBuilder, RunStore,
 };
 use crate::profiler::{CloseProfiler, Profiler};
+use crate::search::Pacing;
 use crate::search_state::SearchState;
 use crate::supervision::{ManagerDied, RestartWorker, RunDone, SupervisorLink};
 use crate::watchdog::{KillAll, TerminateAll, Watchdog, WatchdogClient};
@@ -63,6 +64,8 @@ pub struct RunPlan {
     pub restart_budget: u32,
     /// Stop a device's evaluator while its profiler runs (ROCm's default).
     pub stop_evaluator_during_profile: bool,
+    /// What goes on from an interrupt: `kactors resume <dir>`, which `run_finished` names.
+    pub resume_command: String,
 }
 
 /// How the run ended, for the binary's exit code.
@@ -155,8 +158,21 @@ impl Actor for Supervisor {
         crate::panic_note::install();
         let io = self.io.take().expect("the supervisor starts once");
         let clock = io.clock.clone();
-        let collector =
-            Collector::new(io.store, io.progress, io.clock, ctx.address().recipient()).start();
+        let reports = ReportSettings {
+            every: match self.plan.manager.pacing {
+                Pacing::Rounds => None,
+                Pacing::Steady { .. } => Some(self.plan.manager.search.candidates_per_round()),
+            },
+            resume_command: Some(self.plan.resume_command.clone()),
+        };
+        let collector = Collector::new(
+            io.store,
+            io.progress,
+            io.clock,
+            reports,
+            ctx.address().recipient(),
+        )
+        .start();
         let watchdog =
             Watchdog::new(io.signaller, self.plan.kill_grace, Some(collector.clone())).start();
         let ports = (self.ports.take().expect("the supervisor starts once"))(WatchdogClient::new(
@@ -280,6 +296,7 @@ impl Supervisor {
         let result = self.result.take();
         let profiler = self.profiler.clone();
         let broker = self.broker.clone();
+        let resume_command = self.plan.resume_command.clone();
         let shutdown = async move {
             for worker in workers {
                 // A worker that died has no children left to end: its evaluator was dropped.
@@ -298,6 +315,7 @@ impl Supervisor {
                 best_candidate: done.best.as_ref().map(|best| best.id),
                 best_ms: done.best.as_ref().map(|best| best.time_ms),
                 initial_ms: done.initial_ms,
+                resume: (done.outcome == RunOutcome::Interrupted).then_some(resume_command),
             };
             let best_source = done
                 .best

@@ -672,6 +672,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
         kill_grace: Duration::from_millis(10),
         restart_budget: 2,
         stop_evaluator_during_profile: false,
+        resume_command: "kactors resume runs/test".into(),
     };
     let factory = FakeFactory {
         panicking_device: scenario.panicking_device,
@@ -2143,7 +2144,7 @@ fn reports_written(ran: &Ran) -> Vec<(Vec<u32>, bool, bool)> {
             (
                 rounds_in_report(markdown),
                 markdown.contains("Outcome: **completed**"),
-                html.matches("<svg").count() == 3,
+                html.matches("<svg").count() == 4,
             )
         })
         .collect()

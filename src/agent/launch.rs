@@ -213,16 +213,10 @@ impl DeviceTable {
             .collect();
         let available = offered.len();
         let take = wanted.map_or(available, |wanted| (wanted as usize).min(available));
-        let mut notes = Vec::new();
-        match wanted {
-            Some(wanted) if wanted as usize > available => notes.push(format!(
-                "{wanted} workers were asked for but the allocation's nodes offer {available} device(s): using {available}"
-            )),
-            Some(wanted) if (wanted as usize) < available => notes.push(format!(
-                "using {wanted} of the {available} devices the allocation's nodes offer (num_workers)"
-            )),
-            _ => {}
-        }
+        let notes: Vec<String> =
+            crate::devices::workers_note(wanted, available, "offered by the allocation's nodes")
+                .into_iter()
+                .collect();
         let rows = offered
             .into_iter()
             .take(take)
@@ -353,13 +347,19 @@ mod tests {
         assert_eq!(locations(&table), ["0=n1:0", "1=n1:1", "2=n2:0"]);
         assert_eq!(
             notes,
-            ["using 3 of the 4 devices the allocation's nodes offer (num_workers)"]
+            [
+                "using 3 of the 4 devices offered by the allocation's nodes (num_workers or \
+                 --workers): 1 left unused; without either, a run uses every one"
+            ]
         );
         let (table, notes) = DeviceTable::assign(&[&n1, &n2], Some(9));
         assert_eq!(table.rows.len(), 4);
         assert_eq!(
             notes,
-            ["9 workers were asked for but the allocation's nodes offer 4 device(s): using 4"]
+            [
+                "9 workers were asked for but 4 device(s) are offered by the allocation's nodes: \
+                 using 4"
+            ]
         );
     }
 }

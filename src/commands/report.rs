@@ -13,7 +13,7 @@ use actors::report::RunSummary;
 use crate::cli::ReportArgs;
 use crate::console;
 use crate::exit;
-use crate::run_dir::{LIVE_REPORT, REPORT, write_report_files};
+use crate::run_dir::{LIVE_REPORT, REPORT, resume_command, write_report_files};
 
 use super::{CommandError, refuse};
 
@@ -42,7 +42,11 @@ pub(super) fn report(args: ReportArgs) -> Result<i32, CommandError> {
             run_dir: args.run_dir.clone(),
             source,
         })?;
+    let resume_command = resume_command(
+        &std::path::absolute(&args.run_dir).unwrap_or_else(|_| args.run_dir.clone()),
+    );
     let mut summary = RunSummary::default();
+    summary.resume_with(Some(resume_command.clone()));
     let mut records = 0_usize;
     let torn = read_journal(BufReader::new(file), |record| {
         records += 1;
@@ -88,7 +92,7 @@ pub(super) fn report(args: ReportArgs) -> Result<i32, CommandError> {
     } else {
         if !finished {
             console::err(format_args!(
-                "kactors: the journal has no run_finished record (the run is still going, or was killed): the report is {} and {}, never the run's own {} and {}",
+                "kactors: the journal has no run_finished record (the run is still going, or was killed): the report is {} and {}, never the run's own {} and {}; if it was killed, `{resume_command}` goes on from here",
                 names.markdown, names.html, REPORT.markdown, REPORT.html
             ));
         }

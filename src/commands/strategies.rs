@@ -36,19 +36,28 @@ pub(super) fn strategies(args: StrategiesArgs) -> Result<(), CommandError> {
         console::out(serde_json::json!({ "strategies": rows, "skipped": skipped }));
         return Ok(());
     }
+    const HEADER: [&str; 4] = ["STRATEGY", "PLATFORM", "SEARCH (N×M)", "FILE"];
     let name_width = rows
         .iter()
         .map(|row| row["name"].as_str().unwrap_or_default().chars().count())
+        .chain([HEADER[0].len()])
         .max()
         .unwrap_or(0);
-    for row in &rows {
+    let line = |cells: [&str; 4]| {
         console::out(format_args!(
             "{:<name_width$} {:<9} {:<20} {}",
-            row["name"].as_str().unwrap_or_default(),
-            row["platform"].as_str().unwrap_or_default(),
-            row["search"].as_str().unwrap_or_default(),
-            row["file"].as_str().unwrap_or_default()
+            cells[0], cells[1], cells[2], cells[3]
         ));
+    };
+    line(HEADER);
+    for row in &rows {
+        let cell = |key: &str| row[key].as_str().unwrap_or_default().to_string();
+        line([
+            &cell("name"),
+            &cell("platform"),
+            &cell("search"),
+            &cell("file"),
+        ]);
     }
     for file in &skipped {
         console::err(format_args!(

@@ -28,6 +28,8 @@ pub struct CliOverrides {
     pub max_time: Option<String>,
     pub max_candidates: Option<u64>,
     pub provider: Option<String>,
+    /// `--model`: looked up in data/models.yaml as the `model` key is.
+    pub model: Option<String>,
     pub python: Option<PathBuf>,
 }
 
@@ -333,7 +335,13 @@ pub fn resolve(
             ),
         });
     }
-    let provider = cli.provider.clone().or_else(|| config.provider.clone());
+    // A model asked for on the command line is an LLM to ask: a file's `provider: replay` (the
+    // dry run's) gives way to the provider the model implies, unless `--provider` names one.
+    let provider = match (&cli.provider, &cli.model, config.provider.as_deref()) {
+        (Some(provider), _, _) => Some(provider.clone()),
+        (None, Some(_), Some("replay")) => None,
+        (None, _, file) => file.map(str::to_string),
+    };
     let llm = match provider.as_deref() {
         Some("replay") => LlmChoice::Replay {
             dir: config.replay_dir.clone(),
@@ -342,7 +350,7 @@ pub fn resolve(
         },
         other => LlmChoice::Remote {
             provider: other.map(str::to_string),
-            model: config.model.clone(),
+            model: cli.model.clone().or_else(|| config.model.clone()),
             keys: config.llm.clone(),
         },
     };

@@ -22,9 +22,15 @@ use super::ranges::{
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "unknown strategy `{name}`: expected one of {available} (configs/<name>.yaml, built in or in --config-dir)"
+        "unknown strategy `{name}`: {}expected one of {available} (configs/<name>.yaml, built in or in --config-dir)",
+        nearest.as_ref().map(|near| format!("did you mean `{near}`? ")).unwrap_or_default()
     )]
-    UnknownStrategy { name: String, available: String },
+    UnknownStrategy {
+        name: String,
+        /// The strategy it is a typo of, if it is close enough to one.
+        nearest: Option<String>,
+        available: String,
+    },
     #[error("failed to read {path}: {source}")]
     Read {
         path: PathBuf,

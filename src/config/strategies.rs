@@ -107,10 +107,13 @@ impl Strategies {
     pub fn find(&self, name: &str) -> Result<StrategyFile, ConfigError> {
         let all = self.all()?;
         let names: Vec<String> = all.iter().map(|file| file.name.clone()).collect();
+        let valid: Vec<&str> = names.iter().map(String::as_str).collect();
+        let nearest = super::schema::nearest(name, &valid).map(str::to_string);
         all.into_iter()
             .find(|file| file.name == name)
             .ok_or_else(|| ConfigError::UnknownStrategy {
                 name: name.to_string(),
+                nearest,
                 available: names.join(", "),
             })
     }
@@ -125,6 +128,17 @@ mod tests {
     fn every_shipped_strategy_parses() {
         for file in Strategies::new(None).all().unwrap() {
             parse_config(&file.display_name(), &file.text).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+
+    /// Issue 22: a shipped strategy for GPUs uses every visible device unless a flag says
+    /// otherwise; greedy keeps its one worker (one parent, two proposals a round).
+    #[test]
+    fn shipped_gpu_strategies_set_no_worker_count() {
+        for name in ["beam_search", "nvidia", "amd"] {
+            let file = Strategies::new(None).find(name).unwrap();
+            let config = parse_config(&file.display_name(), &file.text).unwrap();
+            assert_eq!(config.num_workers, None, "{name}");
         }
     }
 
@@ -161,6 +175,12 @@ mod tests {
         assert_eq!(
             message,
             "unknown strategy `fastest`: expected one of amd, beam_search, greedy, noop, nvidia (configs/<name>.yaml, built in or in --config-dir)"
+        );
+        // Issue 22: a typo is answered with the strategy it is one of.
+        let typo = Strategies::new(None).find("nvdia").unwrap_err().to_string();
+        assert!(
+            typo.starts_with("unknown strategy `nvdia`: did you mean `nvidia`? expected one of"),
+            "{typo}"
         );
     }
 }

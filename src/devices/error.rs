@@ -38,11 +38,11 @@ pub(crate) enum ToolFailure {
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {
-    #[error("no GPU visible{}", account(.notes))]
+    #[error("no GPU visible{}{NOOP_HINT}", account(.notes))]
     NoGpuVisible { notes: Vec<String> },
-    #[error("ROCm platform was requested but no devices are visible{}", account(.notes))]
+    #[error("ROCm platform was requested but no devices are visible{}{NOOP_HINT}", account(.notes))]
     RocmNoneVisible { notes: Vec<String> },
-    #[error("NVIDIA platform was requested but no devices are visible{}", account(.notes))]
+    #[error("NVIDIA platform was requested but no devices are visible{}{NOOP_HINT}", account(.notes))]
     NvidiaNoneVisible { notes: Vec<String> },
     #[error("NVIDIA platform was requested but ROCm devices were selected (by {masks})")]
     NvidiaRequestedRocmSelected { masks: String },
@@ -87,6 +87,9 @@ pub enum DeviceError {
 }
 
 /// What each vendor's tool and masks said, appended to a "nothing visible" error.
+/// Where no GPU is visible, what still runs: the dry run.
+pub const NOOP_HINT: &str = " (without a GPU, `--strategy noop` makes the dry run: simulated devices, no Python, no API key)";
+
 fn account(notes: &[String]) -> String {
     if notes.is_empty() {
         String::new()

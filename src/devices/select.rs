@@ -356,6 +356,25 @@ fn settle_specs(devices: &mut [Device], gpu_name: Option<&str>, warnings: &mut V
     }
 }
 
+/// What a run is told when the workers asked for (num_workers or `--workers`) are not every
+/// device there is (`available`, `offered by the allocation's nodes`): more than there are, or
+/// fewer, which leaves devices unused. One line, or none when the run takes every device.
+pub fn workers_note(wanted: Option<u32>, available: usize, there: &str) -> Option<String> {
+    let wanted = wanted? as usize;
+    if wanted > available {
+        Some(format!(
+            "{wanted} workers were asked for but {available} device(s) are {there}: using {available}"
+        ))
+    } else if wanted < available {
+        Some(format!(
+            "using {wanted} of the {available} devices {there} (num_workers or --workers): {} left unused; without either, a run uses every one",
+            available - wanted
+        ))
+    } else {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,7 +430,12 @@ mod tests {
                 let ids: Vec<String> = selection.devices.iter().map(|d| d.id.to_string()).collect();
                 format!("{} {}", selection.platform, ids.join(","))
             }
-            Err(error) => error.to_string(),
+            // Every "none visible" ends with the dry run's hint; the cases here are about
+            // what was seen, and `no_gpu_visible_points_to_the_dry_run` about the hint.
+            Err(error) => error
+                .to_string()
+                .trim_end_matches(crate::devices::error::NOOP_HINT)
+                .to_string(),
         };
         let root = node.bin().parent().unwrap().display().to_string();
         text.replace(&root, "<node>")
@@ -435,6 +459,23 @@ mod tests {
     const NOOP: PlatformRequest = PlatformRequest::NOOP;
     const NVIDIA: PlatformRequest = PlatformRequest::Exactly(Platform::Vendor(Vendor::Nvidia));
     const ROCM: PlatformRequest = PlatformRequest::Exactly(Platform::Vendor(Vendor::Rocm));
+
+    /// Issue 22: a first run on a host without a GPU is pointed at the dry run.
+    #[test]
+    fn no_gpu_visible_points_to_the_dry_run() {
+        for platform in [AUTO, NVIDIA] {
+            let message = select_devices(&request(platform), &amd_only().host(&[(HVD, "")]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.ends_with(
+                    " (without a GPU, `--strategy noop` makes the dry run: simulated devices, no \
+                     Python, no API key)"
+                ),
+                "{message}"
+            );
+        }
+    }
 
     #[test]
     fn nvidia_only_node() {

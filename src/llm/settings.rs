@@ -135,6 +135,29 @@ pub struct RawPrice {
     pub output_usd_per_mtok: f64,
 }
 
+/// Where KernelAgent's `relay` provider finds its server.
+pub const RELAY_URL_VARIABLE: &str = "LLM_RELAY_URL";
+
+/// The keys that would let a model no table lists be reached. KernelAgent's relay (its
+/// `LLM_RELAY_URL`) posts to a plugboard server and reads its `output` field, a format no
+/// provider here speaks, so the relay is named but never used on its own.
+fn unknown_provider_fix(relay: Option<&str>) -> String {
+    let others = "or set provider to anthropic or openai with a model of theirs, or to replay";
+    match relay {
+        Some(url) => format!(
+            "{RELAY_URL_VARIABLE} is set ({url}), but KernelAgent's relay answers in its plugboard \
+             server's format, not OpenAI's; if that server also speaks OpenAI's API, add \
+             `provider: openai_compatible` and `base_url: {url}` (its OpenAI-compatible URL, often \
+             ending in /v1) to the strategy file; {others}"
+        ),
+        None => format!(
+            "to reach it through an OpenAI-compatible server (vLLM, SGLang, Ollama, a relay), add \
+             `provider: openai_compatible` and `base_url: <the server's URL, e.g. \
+             http://localhost:8000/v1>` to the strategy file; {others}"
+        ),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LlmConfigError {
     #[error(
@@ -142,10 +165,14 @@ pub enum LlmConfigError {
     )]
     MissingModel,
     #[error(
-        "cannot tell which provider serves model {model}: set provider to anthropic, openai, \
-         openai_compatible (with base_url) or replay, or set base_url for an OpenAI-compatible server"
+        "cannot tell which provider serves model {model}: data/models.yaml does not list it; {}",
+        unknown_provider_fix(relay.as_deref())
     )]
-    UnknownProvider { model: String },
+    UnknownProvider {
+        model: String,
+        /// KernelAgent's relay, `LLM_RELAY_URL`, when the environment names one.
+        relay: Option<String>,
+    },
     #[error("{env_var} is not set: the {provider} provider needs its API key in that variable")]
     MissingApiKey {
         provider: Provider,
@@ -341,6 +368,7 @@ pub fn resolve_with_table(
             .or(base_url.map(|_| Provider::OpenAiCompatible))
             .ok_or_else(|| LlmConfigError::UnknownProvider {
                 model: model.clone(),
+                relay: env(RELAY_URL_VARIABLE).filter(|url| !url.trim().is_empty()),
             })?,
     };
 
@@ -923,13 +951,37 @@ mod tests {
         assert_eq!(
             error,
             LlmConfigError::UnknownProvider {
-                model: "qwen3-coder".to_string()
+                model: "qwen3-coder".to_string(),
+                relay: None,
             }
         );
         let message = error.to_string();
-        assert!(message.contains("set provider to anthropic, openai, openai_compatible"));
+        assert!(
+            message.contains("add `provider: openai_compatible` and `base_url: <the server's URL"),
+            "{message}"
+        );
         // "o3x" is not an o-series name.
         assert!(resolve(&raw("o3x"), &env_with(KEYS)).is_err());
+    }
+
+    /// Issue 22: KernelAgent's Gemini configurations name a model only its relay serves. With
+    /// LLM_RELAY_URL set the error names the relay and the two keys that would reach it.
+    #[test]
+    fn a_model_only_kernelagents_relay_serves_names_the_keys_to_add() {
+        let relay = [("LLM_RELAY_URL", "http://127.0.0.1:11434")];
+        let message = resolve(&raw("gemini-2-5-pro"), &env_with(&relay))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            message,
+            "cannot tell which provider serves model gemini-2-5-pro: data/models.yaml does not \
+             list it; LLM_RELAY_URL is set (http://127.0.0.1:11434), but KernelAgent's relay \
+             answers in its plugboard server's format, not OpenAI's; if that server also speaks \
+             OpenAI's API, add `provider: openai_compatible` and `base_url: \
+             http://127.0.0.1:11434` (its OpenAI-compatible URL, often ending in /v1) to the \
+             strategy file; or set provider to anthropic or openai with a model of theirs, or to \
+             replay"
+        );
     }
 
     #[test]

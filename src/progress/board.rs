@@ -55,8 +55,11 @@ pub enum Changed {
 #[derive(Debug, Default)]
 pub struct Board {
     devices: BTreeMap<DeviceId, Activity>,
+    /// Candidates done and failed, the initial kernel not counted: it is no candidate made.
     done: u64,
     failed: u64,
+    /// The most candidates the run makes (max_rounds × N × M, or max_candidates).
+    total: Option<u64>,
     initial_ms: Option<f64>,
     best: Option<(CandidateId, f64)>,
     eager_ms: Option<f64>,
@@ -70,6 +73,14 @@ pub struct Board {
 }
 
 impl Board {
+    /// A board for a run that makes at most `total` candidates, when that is known.
+    pub fn of_at_most(total: Option<u64>) -> Board {
+        Board {
+            total,
+            ..Board::default()
+        }
+    }
+
     pub fn observe(&mut self, event: &Event) -> Changed {
         match event {
             Event::RunStarted { devices, .. } => {
@@ -105,17 +116,18 @@ impl Board {
                 time_ms,
                 ..
             } => {
-                self.done += 1;
+                let made = *candidate != CandidateId::INITIAL;
+                self.done += u64::from(made);
                 match time_ms.filter(|_| *passed) {
                     Some(ms) => {
-                        if *candidate == CandidateId::INITIAL {
+                        if !made {
                             self.initial_ms = Some(ms);
                         }
                         if self.best.is_none_or(|(_, best)| ms < best) {
                             self.best = Some((*candidate, ms));
                         }
                     }
-                    None => self.failed += 1,
+                    None => self.failed += u64::from(made),
                 }
             }
             Event::ReferenceTimed { which, time_ms, .. } => match which {
@@ -166,6 +178,34 @@ impl Board {
         Changed::Figures
     }
 
+    /// A resumed run's records so far: their figures count, but what was going on when the
+    /// process before ended (its steps, its requests, its ending) is over.
+    pub fn seed<'a>(&mut self, events: impl IntoIterator<Item = &'a Event>) {
+        for event in events {
+            self.observe(event);
+        }
+        for activity in self.devices.values_mut() {
+            *activity = Activity::Idle;
+        }
+        self.in_flight.clear();
+        self.finale = false;
+        self.ending = None;
+    }
+
+    /// Whether `event` is a candidate verified faster than the best so far (the initial kernel
+    /// is where the search starts, not a new best): the live view marks its line.
+    pub fn is_new_best(&self, event: &Event) -> bool {
+        match event {
+            Event::CandidateFinished {
+                candidate,
+                passed: true,
+                time_ms: Some(ms),
+                ..
+            } => *candidate != CandidateId::INITIAL && self.best.is_none_or(|(_, best)| *ms < best),
+            _ => false,
+        }
+    }
+
     fn set(&mut self, device: DeviceId, activity: Activity) -> Changed {
         self.devices.insert(device, activity);
         Changed::Device(device)
@@ -201,7 +241,13 @@ impl Board {
 
     /// Candidates done and failed, the best verified time and its speedups.
     pub fn figures_line(&self) -> String {
-        let mut line = format!("{} candidate(s) done, {} failed", self.done, self.failed);
+        let mut line = match self.total {
+            Some(total) => format!(
+                "{} of {total} candidate(s) done, {} failed",
+                self.done, self.failed
+            ),
+            None => format!("{} candidate(s) done, {} failed", self.done, self.failed),
+        };
         match self.best {
             None => line.push_str(" · no verified kernel yet"),
             Some((candidate, best_ms)) => {
@@ -422,12 +468,40 @@ mod tests {
         ]);
         assert_eq!(
             board.figures_line(),
-            "4 candidate(s) done, 1 failed · best 0.2000 ms (candidate 2): \
+            "3 candidate(s) done, 1 failed · best 0.2000 ms (candidate 2): \
              2.00× the initial kernel, 1.50× PyTorch eager, 0.60× torch.compile"
         );
         assert_eq!(
             Board::default().figures_line(),
             "0 candidate(s) done, 0 failed · no verified kernel yet"
+        );
+    }
+
+    #[test]
+    fn a_candidate_faster_than_every_one_before_is_a_new_best_and_the_initial_kernel_is_not() {
+        let mut board = board(&[run_started(1)]);
+        assert!(!board.is_new_best(&finished(0, Some(2.0))));
+        board.observe(&finished(0, Some(2.0)));
+        assert!(board.is_new_best(&finished(1, Some(1.5))));
+        assert!(!board.is_new_best(&finished(1, Some(2.5))));
+        assert!(!board.is_new_best(&finished(1, None)));
+    }
+
+    /// Issue 22: "n of N" where a limit gives N, the initial kernel not counted, so that a run
+    /// of `--max-candidates 6` never shows more than 6.
+    #[test]
+    fn the_figures_count_the_candidates_made_of_those_the_run_makes_at_most() {
+        let mut board = Board::of_at_most(Some(6));
+        board.observe(&run_started(1));
+        for candidate in 0..=6 {
+            board.observe(&finished(candidate, Some(1.0 + candidate as f64)));
+        }
+        assert!(
+            board
+                .figures_line()
+                .starts_with("6 of 6 candidate(s) done, 0 failed · "),
+            "{}",
+            board.figures_line()
         );
     }
 
@@ -483,6 +557,32 @@ mod tests {
             board.llm_line(),
             "LLM: 0 request(s) in flight, $0.00 spent · the search is over: timing the best kernels again"
         );
+    }
+
+    /// Issue 22: after `kactors resume` the figures count the whole run, and nothing the dead
+    /// process was doing is shown as still going.
+    #[test]
+    fn a_resumed_run_counts_the_records_before_it_and_shows_none_of_their_steps_as_running() {
+        let mut board = Board::default();
+        board.seed(&[
+            run_started(2),
+            finished(0, Some(0.4)),
+            finished(27, Some(0.1)),
+            finished(28, None),
+            step_started(29, 1, Step::Verify),
+            proposal_requested("p30"),
+            Event::Interrupted {
+                signal: "SIGINT".into(),
+            },
+        ]);
+        board.observe(&finished(31, Some(0.2)));
+        assert_eq!(
+            board.figures_line(),
+            "3 candidate(s) done, 1 failed · best 0.1000 ms (candidate 27): 4.00× the initial kernel"
+        );
+        assert_eq!(board.device_line(DeviceId(1)), "[device 1] idle");
+        assert_eq!(board.llm_line(), "LLM: 0 request(s) in flight, $0.00 spent");
+        assert!(board.counts_down());
     }
 
     #[test]

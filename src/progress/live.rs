@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Write};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use actors::journal::{Event, JournalRecord};
 use actors::model::DeviceId;
@@ -106,11 +106,13 @@ impl ProgressView {
 
     /// The sink the Collector feeds: with `json`, JSON lines on stdout, each naming `strategy`
     /// (and the bars, if any, on stderr); otherwise the bars or plain lines. `deadline` is when a time limit ends the
-    /// run: the bars count down to it.
+    /// run: the bars count down to it. `total`: the candidates the run makes at most (the
+    /// bars count "n of total").
     pub fn sink(
         &self,
         json: bool,
         deadline: Option<SystemTime>,
+        total: u64,
         strategy: &str,
     ) -> Box<dyn ProgressSink> {
         match (self, json) {
@@ -120,6 +122,7 @@ impl ProgressView {
                 view.clone(),
                 json.then(|| JsonProgress::new(strategy)),
                 deadline,
+                Some(total),
             )),
         }
     }
@@ -295,7 +298,9 @@ struct Styles {
     device: ProgressStyle,
     figures: ProgressStyle,
     llm: ProgressStyle,
-    countdown: Option<ProgressStyle>,
+    /// The LLM line while the run goes on: the time it has taken, and the time left to its
+    /// deadline if it has one.
+    running: ProgressStyle,
     others: ProgressStyle,
 }
 
@@ -308,6 +313,7 @@ impl Styles {
             })
             .expect("the live view's templates are valid indicatif templates")
         };
+        let started = Instant::now();
         let for_how_long = |state: &indicatif::ProgressState, out: &mut dyn std::fmt::Write| {
             let _ = write!(out, "for {}", short_duration(state.elapsed()));
         };
@@ -315,14 +321,21 @@ impl Styles {
             device: template("{msg:.cyan} {for:.dim}", "{msg} {for}").with_key("for", for_how_long),
             figures: template("{wide_msg:.bold}", "{wide_msg}"),
             llm: template("{wide_msg}", "{wide_msg}"),
-            countdown: deadline.map(|deadline| {
-                template("{msg}{left:.yellow}", "{msg}{left}").with_key(
-                    "left",
+            running: template("{msg}{elapsed:.dim}{left:.yellow}", "{msg}{elapsed}{left}")
+                .with_key(
+                    "elapsed",
                     move |_: &indicatif::ProgressState, out: &mut dyn std::fmt::Write| {
-                        let _ = out.write_str(&time_left(deadline, SystemTime::now()));
+                        let _ = write!(out, " · {} elapsed", short_duration(started.elapsed()));
                     },
                 )
-            }),
+                .with_key(
+                    "left",
+                    move |_: &indicatif::ProgressState, out: &mut dyn std::fmt::Write| {
+                        if let Some(deadline) = deadline {
+                            let _ = out.write_str(&time_left(deadline, SystemTime::now()));
+                        }
+                    },
+                ),
             others: template("{wide_msg:.dim}", "{wide_msg}"),
         }
     }
@@ -338,24 +351,24 @@ pub struct LiveProgress {
     devices: BTreeMap<DeviceId, ProgressBar>,
     others: Option<ProgressBar>,
     json: Option<JsonProgress>,
+    /// The LLM line counts the time elapsed (and left): until a limit, a signal or a failure
+    /// ends the run.
     counting_down: bool,
     failure_noted: bool,
 }
 
 impl LiveProgress {
-    fn new(view: LiveView, json: Option<JsonProgress>, deadline: Option<SystemTime>) -> Self {
+    fn new(
+        view: LiveView,
+        json: Option<JsonProgress>,
+        deadline: Option<SystemTime>,
+        total: Option<u64>,
+    ) -> Self {
         let styles = Styles::new(view.styling, deadline);
-        let board = Board::default();
+        let board = Board::of_at_most(total);
         let figures = add_bar(&view.bars, &styles.figures, board.figures_line());
-        let counting_down = styles.countdown.is_some();
-        let llm = add_bar(
-            &view.bars,
-            styles.countdown.as_ref().unwrap_or(&styles.llm),
-            board.llm_line(),
-        );
-        if counting_down {
-            llm.enable_steady_tick(COUNTDOWN_TICK);
-        }
+        let llm = add_bar(&view.bars, &styles.running, board.llm_line());
+        llm.enable_steady_tick(COUNTDOWN_TICK);
         LiveProgress {
             view,
             styles,
@@ -365,7 +378,7 @@ impl LiveProgress {
             devices: BTreeMap::new(),
             others: None,
             json,
-            counting_down,
+            counting_down: true,
             failure_noted: false,
         }
     }
@@ -452,6 +465,7 @@ fn add_bar(bars: &MultiProgress, style: &ProgressStyle, message: String) -> Prog
 
 impl ProgressSink for LiveProgress {
     fn record(&mut self, record: &JournalRecord) {
+        let new_best = self.board.is_new_best(&record.event);
         match self.board.observe(&record.event) {
             Changed::Devices => self.add_device_bars(),
             Changed::Device(device) => self.show_device(device),
@@ -461,7 +475,8 @@ impl ProgressSink for LiveProgress {
         if !matches!(record.event, Event::StepStarted { .. })
             && let Some(line) = plain_line(&record.event)
         {
-            let _ = self.view.bars.println(line);
+            let mark = if new_best { " ★ new best" } else { "" };
+            let _ = self.view.bars.println(format!("{line}{mark}"));
         }
         if let Some(json) = &mut self.json {
             if self.view.stdout_is_terminal {
@@ -474,6 +489,12 @@ impl ProgressSink for LiveProgress {
             self.finish();
         }
         self.note_a_dead_terminal();
+    }
+
+    fn seed(&mut self, records: &[JournalRecord]) {
+        self.board.seed(records.iter().map(|record| &record.event));
+        self.add_device_bars();
+        self.show_figures();
     }
 }
 
@@ -582,6 +603,7 @@ mod tests {
             best_candidate: None,
             best_ms: None,
             initial_ms: None,
+            resume: None,
         }
     }
 
@@ -601,11 +623,48 @@ mod tests {
         events: impl IntoIterator<Item = Event>,
     ) -> LiveProgress {
         let view = LiveView::drawn_on(fake.clone(), Styling::Plain, false);
-        let mut live = LiveProgress::new(view, None, deadline);
+        let mut live = LiveProgress::new(view, None, deadline, None);
         for event in events {
             live.record(&record(event));
         }
         live
+    }
+
+    /// Issue 22: the line of a candidate that beat every one before it is marked.
+    #[test]
+    fn a_new_best_is_marked_on_its_line() {
+        let verified = |candidate: u64, ms: f64| -> Event {
+            serde_json::from_value(serde_json::json!({
+                "type": "candidate_finished", "candidate": candidate, "parent": null,
+                "round": 1, "device": 0, "passed": true, "time_ms": ms, "reason": null,
+                "simulated": false, "duplicate_of": null,
+            }))
+            .unwrap()
+        };
+        let fake = FakeTerminal::default();
+        shown_on(
+            &fake,
+            None,
+            [
+                run_started(1),
+                verified(0, 2.0),
+                verified(1, 1.0),
+                verified(2, 1.5),
+            ],
+        );
+        let drawn = fake.drawn();
+        for (line, marked) in [
+            ("[device 0] candidate 0: 2.0000 ms", false),
+            ("[device 0] candidate 1: 1.0000 ms", true),
+            ("[device 0] candidate 2: 1.5000 ms", false),
+        ] {
+            let expected = if marked {
+                format!("{line} ★ new best")
+            } else {
+                line.to_string()
+            };
+            assert!(drawn.contains(&expected), "{expected}: {drawn:#?}");
+        }
     }
 
     #[test]
@@ -630,6 +689,13 @@ mod tests {
                 == "LLM: 0 request(s) in flight, $0.00 spent · interrupted by SIGINT: stopping"),
             "{drawn:#?}"
         );
+        // Without a deadline the time elapsed is shown until the run ends, and no time left.
+        assert!(
+            drawn.iter().any(|text| text.starts_with("LLM: ")
+                && text.ends_with("s elapsed")
+                && !text.contains(" left")),
+            "{drawn:#?}"
+        );
     }
 
     #[test]
@@ -637,9 +703,12 @@ mod tests {
         let fake = FakeTerminal::default();
         let deadline = SystemTime::now() + Duration::from_secs(2 * 3600 + 30);
         let mut live = shown_on(&fake, Some(deadline), [run_started(1)]);
-        let counting = "LLM: 0 request(s) in flight, $0.00 spent · 2h 00m left";
+        // Issue 22: the time elapsed, then the time left.
         assert!(
-            fake.drawn().iter().any(|text| text == counting),
+            fake.drawn().iter().any(|text| {
+                text.starts_with("LLM: 0 request(s) in flight, $0.00 spent · ")
+                    && text.ends_with("s elapsed · 2h 00m left")
+            }),
             "{:#?}",
             fake.drawn()
         );

@@ -3,6 +3,7 @@
 // unfulfilled in the binaries that use all of it.
 #![allow(dead_code)]
 
+pub mod journal;
 pub mod llm_server;
 pub mod runs;
 pub mod slurm;
@@ -41,6 +42,15 @@ pub fn kernel_with_candidates(dir: &Path, count: usize) -> PathBuf {
         std::fs::write(kernel.join("candidates").join(format!("{k:04}.py")), source).unwrap();
     }
     kernel
+}
+
+/// A temporary folder with a kernel directory of 40 distinct replay candidates
+/// (`kernel/`) and the strategy `NAME.yaml` holding `yaml`, for runs with `--config-dir .`.
+pub fn workspace_with_candidates(name: &str, yaml: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    kernel_with_candidates(dir.path(), 40);
+    std::fs::write(dir.path().join(format!("{name}.yaml")), yaml).unwrap();
+    dir
 }
 
 pub fn fixtures() -> PathBuf {
@@ -87,13 +97,4 @@ pub fn gone_within(pid: i32, limit: std::time::Duration) -> bool {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     true
-}
-
-/// The records of `run`'s journal.
-pub fn journal(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }

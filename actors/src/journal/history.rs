@@ -166,6 +166,7 @@ mod tests {
             best_candidate: None,
             best_ms: None,
             initial_ms: None,
+            resume: None,
         }
     }
 

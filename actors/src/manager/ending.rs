@@ -47,10 +47,16 @@ impl Manager {
         else {
             return;
         };
+        // The best is the fastest verified kernel, which a round cut short by a limit has not
+        // given to the beam: it is checked again with the beam's members.
+        let mut beam = self.state.beam();
+        if beam.iter().all(|member| member.id != best.id) {
+            beam.insert(0, best);
+        }
         let mut kernels = vec![(initial.id, initial.source)];
-        for member in self.state.beam() {
+        for member in &beam {
             if kernels.iter().all(|(id, _)| *id != member.id) {
-                kernels.push((member.id, member.source));
+                kernels.push((member.id, member.source.clone()));
             }
         }
         let profiled: BTreeSet<CandidateId> = kernels
@@ -59,10 +65,6 @@ impl Manager {
             .filter(|id| self.state.has_profile(*id))
             .collect();
         let profiling = self.state.profiling();
-        let mut beam = self.state.beam();
-        if beam.iter().all(|member| member.id != best.id) {
-            beam.insert(0, best);
-        }
         let job = FinaleJob {
             kernels,
             beam,

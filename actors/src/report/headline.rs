@@ -28,7 +28,7 @@ impl RunSummary {
             strategy: self.strategy.clone(),
             simulated: self.simulated,
             outcome: self.outcome.clone(),
-            best: self.best,
+            best: self.best(),
             initial_ms: self.initial_ms,
             candidates: self
                 .candidates

@@ -4,10 +4,14 @@
 
 use pulldown_cmark::{Event as Markdown, Options, Parser, html::push_html};
 
-use super::RunSummary;
+use super::lineage::lineage;
+use super::markdown::ratio;
 use super::plots::{best_over_time, candidates_by_round};
+use super::source::{self, highlighted};
 use super::svg::escape;
 use super::timeline::device_timelines;
+use super::{FinalSubject, RunSummary};
+use crate::model::CandidateId;
 
 const STYLE: &str = "\
 body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; padding: 0 1em; color: #222; }
@@ -17,7 +21,75 @@ th { background: #f3f3f3; }
 figure { margin: 1.5em 0; }
 figcaption { font-weight: bold; margin-bottom: 0.3em; }
 svg { max-width: 100%; height: auto; background: #fff; }
+.answer .figures { display: flex; flex-wrap: wrap; gap: 0.6em; margin: 0.6em 0; }
+.answer .figure { border: 1px solid #ccc; border-radius: 4px; padding: 0.4em 0.8em; }
+.answer .figure b { font-size: 1.4em; margin-right: 0.2em; }
 ";
+
+/// The answer first: the best kernel's speedups and share of the speed of light, then its
+/// source. The finale's figures (re-timed in one fresh evaluator) where the run had one, the
+/// search's otherwise.
+fn answer(summary: &RunSummary) -> String {
+    let Some((best, search_ms)) = summary.best() else {
+        return "<section class=\"answer\"><h2>The answer</h2><p>No kernel was verified.</p></section>\n"
+            .into();
+    };
+    let finale = summary.final_mean(FinalSubject::Kernel(best));
+    let (best_ms, initial_ms, eager_ms, compile_ms, timed) = match finale {
+        Some(ms) => (
+            ms,
+            summary.final_mean(FinalSubject::Kernel(CandidateId::INITIAL)),
+            summary.final_mean(FinalSubject::Eager),
+            summary.final_mean(FinalSubject::Compile),
+            "re-timed by the finale",
+        ),
+        None => (
+            search_ms,
+            summary.initial_ms,
+            summary.eager_ms,
+            summary.compile_ms,
+            "as the search timed it",
+        ),
+    };
+    let figure = |class: &str, value: String, what: &str| {
+        format!(
+            "<div class=\"figure {class}\"><b>{}</b> {what}</div>",
+            escape(&value)
+        )
+    };
+    let figures = [
+        figure(
+            "vs-initial",
+            ratio(initial_ms, Some(best_ms)),
+            "the initial kernel",
+        ),
+        figure("vs-eager", ratio(eager_ms, Some(best_ms)), "PyTorch eager"),
+        figure(
+            "vs-compile",
+            ratio(compile_ms, Some(best_ms)),
+            "torch.compile",
+        ),
+        figure(
+            "speed-of-light",
+            summary.verification.percent_text(best),
+            "of the speed of light",
+        ),
+    ]
+    .join("");
+    let source = summary
+        .sources
+        .get(&best)
+        .map(|text| {
+            format!(
+                "<pre class=\"source\"><code>{}</code></pre>",
+                highlighted(text)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "<section class=\"answer\"><h2>The answer</h2>\n<p>Candidate {best}: {best_ms:.4} ms ({timed}), best_kernel.py:</p>\n<div class=\"figures\">{figures}</div>\n{source}</section>\n"
+    )
+}
 
 /// The plots, each with its caption.
 fn plots(summary: &RunSummary) -> String {
@@ -33,6 +105,10 @@ fn plots(summary: &RunSummary) -> String {
         (
             "Each device's timeline and busy fraction",
             device_timelines(summary),
+        ),
+        (
+            "Lineage: each candidate from its parent, the bottleneck it addressed, its result",
+            lineage(summary),
         ),
     ]
     .into_iter()
@@ -66,8 +142,10 @@ pub(super) fn page(summary: &RunSummary, markdown: &str) -> String {
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n{header}{}{sections}</body>\n</html>\n",
+         <title>{}</title>\n<style>\n{STYLE}{}</style>\n</head>\n<body>\n{header}{}{}{sections}</body>\n</html>\n",
         escape(&title),
+        source::STYLE,
+        answer(summary),
         plots(summary)
     )
 }

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use crate::journal::RunOutcome;
 use crate::model::CandidateId;
 
 use super::{FinalSubject, RunSummary};
@@ -64,13 +65,16 @@ impl RunSummary {
             );
         }
         if let Some((outcome, reason)) = &self.outcome {
-            let outcome = outcome.name();
             let _ = writeln!(
                 out,
-                "Outcome: **{outcome}** ({reason}); wall time {:.1} s{}.\n",
+                "Outcome: **{}** ({reason}); wall time {:.1} s{}.\n",
+                outcome.name(),
                 self.wall_time().as_secs_f64(),
                 self.down_note()
             );
+            if let (RunOutcome::Interrupted, Some(command)) = (outcome, &self.resume_command) {
+                let _ = writeln!(out, "To go on from here: `{command}`.\n");
+            }
         } else if let Some(last) = self.last_record {
             let _ = writeln!(
                 out,
@@ -79,6 +83,9 @@ impl RunSummary {
                 self.wall_time().as_secs_f64(),
                 self.down_note()
             );
+            if let Some(command) = &self.resume_command {
+                let _ = writeln!(out, "If it was killed, `{command}` goes on from here.\n");
+            }
         }
         self.render_final(&mut out);
         self.render_limits(&mut out);
@@ -122,7 +129,7 @@ impl RunSummary {
             );
         }
         let _ = writeln!(out, "\n## Best kernel\n");
-        match (self.best, self.initial_ms) {
+        match (self.best(), self.initial_ms) {
             (Some((candidate, ms)), initial) => {
                 let _ = writeln!(
                     out,
@@ -288,16 +295,8 @@ impl RunSummary {
                 .collect();
             let _ = writeln!(out, "| {name} | {} |", cells.join(" | "));
         }
-        let mean = |subject: FinalSubject| {
-            let figures: Vec<f64> = self
-                .final_times
-                .get(&subject)?
-                .iter()
-                .filter_map(|f| f.as_ref().ok().copied())
-                .collect();
-            (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
-        };
-        if let Some((best, _)) = self.best {
+        let mean = |subject| self.final_mean(subject);
+        if let Some((best, _)) = self.best() {
             let best_ms = mean(FinalSubject::Kernel(best));
             let _ = writeln!(
                 out,
@@ -316,7 +315,18 @@ impl RunSummary {
         let _ = writeln!(out);
     }
 
-    fn speedup(&self, best_ms: Option<f64>) -> String {
+    /// The mean of the finale's passes that timed `subject`.
+    pub(super) fn final_mean(&self, subject: FinalSubject) -> Option<f64> {
+        let figures: Vec<f64> = self
+            .final_times
+            .get(&subject)?
+            .iter()
+            .filter_map(|f| f.as_ref().ok().copied())
+            .collect();
+        (!figures.is_empty()).then(|| figures.iter().sum::<f64>() / figures.len() as f64)
+    }
+
+    pub(super) fn speedup(&self, best_ms: Option<f64>) -> String {
         ratio(self.initial_ms, best_ms)
     }
 

@@ -62,6 +62,12 @@ impl RunSummary {
     }
 }
 
+/// A candidate's folder (its prompt, reply, kernel and logs), relative to the report beside
+/// it in the run directory.
+pub(super) fn folder_of(candidate: CandidateId) -> String {
+    format!("candidates/{candidate}/")
+}
+
 pub(super) const WIDTH: f64 = 960.0;
 /// The plot areas' right edge.
 pub(super) const RIGHT: f64 = WIDTH - 24.0;
@@ -377,6 +383,7 @@ pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
                             .px("cy", cy)
                             .attr("r", 4)
                             .attr("fill", BEST)
+                            .link(folder_of(*id))
                             .title(format!("{whose}: {time_ms:.4} ms{beam_note}")),
                     );
                     if in_beam {
@@ -408,6 +415,7 @@ pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
                             .attr("d", cross(cx, (band.0 + band.1) / 2.0, 4.0))
                             .attr("stroke", failure_colour(*kind))
                             .attr("stroke-width", 2)
+                            .link(folder_of(*id))
                             .title(format!("{whose}: {}: {reason}", kind.label())),
                     );
                 }

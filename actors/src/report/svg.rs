@@ -31,6 +31,8 @@ pub(super) struct Mark {
     attributes: String,
     title: Option<String>,
     text: Option<String>,
+    /// Where a click on it leads (a candidate's folder, relative to the report).
+    link: Option<String>,
 }
 
 impl Mark {
@@ -40,7 +42,13 @@ impl Mark {
             attributes: String::new(),
             title: None,
             text: None,
+            link: None,
         }
+    }
+
+    pub(super) fn link(mut self, href: impl Into<String>) -> Mark {
+        self.link = Some(href.into());
+        self
     }
 
     pub(super) fn attr(mut self, name: &str, value: impl Display) -> Mark {
@@ -86,6 +94,9 @@ impl Svg {
     }
 
     pub(super) fn add(&mut self, mark: Mark) {
+        if let Some(href) = &mark.link {
+            let _ = write!(self.out, "<a href=\"{}\">", escape(href));
+        }
         let _ = write!(self.out, "<{}{}", mark.tag, mark.attributes);
         match (mark.title, mark.text) {
             (None, None) => self.out.push_str("/>"),
@@ -99,6 +110,9 @@ impl Svg {
                 }
                 let _ = write!(self.out, "</{}>", mark.tag);
             }
+        }
+        if mark.link.is_some() {
+            self.out.push_str("</a>");
         }
     }
 

@@ -291,3 +291,142 @@ fn a_declared_floor_is_named_and_a_profile_that_read_too_little_is_flagged() {
         "{report}"
     );
 }
+
+/// Issue 22: report.html leads with the answer: the best kernel's speedups over the initial
+/// kernel, PyTorch eager and torch.compile, its share of the speed of light, and its source,
+/// coloured by CSS alone, before any plot.
+#[test]
+fn report_html_leads_with_the_best_kernel_its_speedups_and_its_source() {
+    let best_source = "import triton\n\ndef kernel_function(a):  # faster\n    return a * 2\n";
+    let mut summary = RunSummary::default();
+    for event in [
+        Event::RunStarted {
+            strategy: "noop".into(),
+            platform: "noop".into(),
+            simulated: false,
+            search: "beam_search".into(),
+            num_top_kernels: 1,
+            num_bottlenecks: 1,
+            max_rounds: 1,
+            devices: Vec::new(),
+            initial_source: "def kernel_function(a):\n    return a + a\n".into(),
+            sandbox: None,
+        },
+        finished(0, 2.0),
+        Event::ProposalReceived {
+            candidate: CandidateId(3),
+            parent: CandidateId::INITIAL,
+            round: 1,
+            device: DeviceId(0),
+            request_id: "r3".into(),
+            attempt: 0,
+            outcome: crate::journal::ReplyOutcome::Code,
+            truncated: false,
+            usage: None,
+            cost_usd: None,
+            error: None,
+            code: Some(best_source.into()),
+            reply: None,
+            latency_s: None,
+        },
+        finished(3, 0.5),
+        Event::ReferenceTimed {
+            device: DeviceId(0),
+            which: Reference::Eager,
+            time_ms: Some(1.0),
+            provenance: None,
+            error: None,
+        },
+        Event::ReferenceTimed {
+            device: DeviceId(0),
+            which: Reference::Compile,
+            time_ms: Some(0.8),
+            provenance: None,
+            error: None,
+        },
+    ] {
+        summary.observe(&record(event));
+    }
+    let html = summary.render().html;
+    let answer = html.find("<section class=\"answer\">").expect("an answer");
+    assert!(
+        answer < html.find("<figure>").unwrap(),
+        "the answer comes first"
+    );
+    let answer = &html[answer..html[answer..].find("</section>").unwrap() + answer];
+    for part in [
+        "Candidate 3: 0.5000 ms (as the search timed it)",
+        "<b>4.00×</b> the initial kernel",
+        "<b>2.00×</b> PyTorch eager",
+        "<b>1.60×</b> torch.compile",
+        "of the speed of light",
+        "<pre class=\"source\"><code><span class=\"kw\">import</span> triton",
+        "<span class=\"com\"># faster</span>",
+    ] {
+        assert!(answer.contains(part), "{part} in {answer}");
+    }
+    assert!(
+        !answer.contains("a + a"),
+        "the initial kernel's source is not the answer"
+    );
+    assert!(!html.contains("<script"), "no script");
+}
+
+/// Issue 22: the lineage names each candidate's parent and the bottleneck it addressed, and a
+/// tree of 200 candidates fits on one screen.
+#[test]
+fn the_lineage_of_200_candidates_fits_on_one_screen_and_names_the_bottleneck_addressed() {
+    let mut summary = RunSummary::default();
+    summary.observe(&record(finished(0, 10.0)));
+    summary.observe(&record(Event::AnalysisReceived {
+        candidate: CandidateId::INITIAL,
+        round: 1,
+        request_id: "a0".into(),
+        requested: 2,
+        returned: 2,
+        bottlenecks: ["uncoalesced loads", "low occupancy"]
+            .map(|title| crate::analysis::AnalyzedBottleneck {
+                title: title.into(),
+                causes: Vec::new(),
+                fixes: Vec::new(),
+            })
+            .to_vec(),
+        outcome: crate::journal::ReplyOutcome::Answered,
+        usage: None,
+        cost_usd: None,
+        error: None,
+        reply: None,
+    }));
+    for id in 1..=200_u64 {
+        summary.observe(&record(Event::CandidatePlanned {
+            candidate: CandidateId(id),
+            parent: CandidateId::INITIAL,
+            round: 1,
+            proposal_index: (id % 2) as u32,
+            device: DeviceId(0),
+        }));
+        let mut done = finished(id, 5.0 + id as f64 / 100.0);
+        if let Event::CandidateFinished { parent, .. } = &mut done {
+            *parent = Some(CandidateId::INITIAL);
+        }
+        summary.observe(&record(done));
+    }
+    let svg = super::lineage::lineage(&summary);
+    let height: f64 = svg
+        .split("height=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(height <= 700.0, "{height}");
+    assert_eq!(svg.matches("class=\"lineage-node\"").count(), 201);
+    assert_eq!(svg.matches("class=\"lineage-edge\"").count(), 200);
+    assert!(
+        svg.contains(
+            "<title>candidate 2 from 0 (round 1), addressing uncoalesced loads: 5.0200 ms</title>"
+        ),
+        "{svg}"
+    );
+    assert!(svg.contains("addressing low occupancy: 5.0100 ms"));
+}

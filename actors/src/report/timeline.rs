@@ -130,13 +130,14 @@ pub(super) fn device_timelines(summary: &RunSummary) -> String {
                 step_key(step).to_string(),
             )
         })
-        .chain([
-            (Swatch::Block { colour: IDLE }, "idle".to_string()),
+        .chain([(Swatch::Block { colour: IDLE }, "idle".to_string())])
+        // Only a resumed run had stretches when no process ran.
+        .chain((!down.is_empty()).then(|| {
             (
                 Swatch::Block { colour: DOWN },
                 "down (killed, not yet resumed)".to_string(),
-            ),
-        ])
+            )
+        }))
         .collect();
     legend(&mut svg, LABELS, LEGEND, RIGHT, &entries);
     svg.finish()

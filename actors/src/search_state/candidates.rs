@@ -425,8 +425,16 @@ impl Core {
         out.push(Decision::Finish {
             outcome,
             reason,
-            best: self.beam.as_ref().map(|beam| beam.best().clone()),
+            best: self.best_verified(),
             initial: self.initial.clone(),
         });
+    }
+
+    /// The fastest verified kernel the search knows: the run's best at every ending. The beam
+    /// takes a round's kernels only when the round ends, so an interrupt or a limit in the
+    /// middle of one leaves faster kernels outside it.
+    pub(super) fn best_verified(&self) -> Option<RankedKernel> {
+        let (id, _) = self.best?;
+        self.ranked(id)
     }
 }

@@ -175,7 +175,7 @@ impl SearchState {
             out.push(Decision::Finish {
                 outcome,
                 reason,
-                best: core.beam.as_ref().map(|beam| beam.best().clone()),
+                best: core.best_verified(),
                 initial: core.initial.clone(),
             });
             return (failures, out);
@@ -186,7 +186,6 @@ impl SearchState {
 
     /// The fastest verified kernel: what best_kernel.py holds.
     pub fn best_verified(&self) -> Option<crate::model::RankedKernel> {
-        let (id, _) = self.core.best?;
-        self.core.ranked(id)
+        self.core.best_verified()
     }
 }

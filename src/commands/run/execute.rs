@@ -454,13 +454,19 @@ pub(crate) fn execute(
         stop_evaluator_during_profile: settings
             .stop_evaluator_for_profile
             .unwrap_or(selected_platform == Platform::Vendor(Vendor::Rocm)),
+        resume_command: crate::run_dir::resume_command(&run_root),
     };
     let deadline = time_limit
         .as_ref()
         .map(|limit| std::time::SystemTime::now() + limit.remaining);
     let io = RunIo {
         store: Box::new(run_dir),
-        progress: view.sink(json, deadline, &settings.strategy),
+        progress: view.sink(
+            json,
+            deadline,
+            search.total_candidates(),
+            &settings.strategy,
+        ),
         clock: Arc::new(SystemClock),
         signaller: Box::new(ProcessGroupSignaller),
     };
@@ -509,8 +515,13 @@ pub(crate) fn execute(
     } else {
         String::new()
     };
+    let resume = if result.outcome == actors::journal::RunOutcome::Interrupted {
+        format!("; to go on: {}", crate::run_dir::resume_command(&run_root))
+    } else {
+        String::new()
+    };
     console::err(format_args!(
-        "kactors: {} ({}){report}",
+        "kactors: {} ({}){report}{resume}",
         outcome_word(&result.outcome),
         result.reason,
     ));
@@ -576,6 +587,53 @@ mod tests {
             } => (provider, model, keys, settings.high_reasoning_effort),
             other => panic!("not a remote provider: {other:?}"),
         }
+    }
+
+    /// Issue 22: `--model` is looked up in data/models.yaml as the `model` key is (an alias
+    /// sent under the API's name, the provider it implies), also over the dry run's
+    /// `provider: replay`; `--provider` still decides where both are given.
+    #[test]
+    fn the_model_on_the_command_line_resolves_through_the_model_table() {
+        let resolved = |text: &str, model: &str, provider: Option<&str>| {
+            let file = StrategyFile {
+                name: "t".into(),
+                source: StrategySource::File("/cfg/t.yaml".into()),
+                text: text.into(),
+            };
+            let cli = CliOverrides {
+                model: Some(model.into()),
+                provider: provider.map(str::to_string),
+                ..CliOverrides::default()
+            };
+            let settings = resolve(&file, &parse_config("t.yaml", text).unwrap(), &cli).unwrap();
+            let LlmChoice::Remote {
+                provider,
+                model,
+                keys,
+            } = settings.llm
+            else {
+                panic!("--model asks an llm: {:?}", settings.llm);
+            };
+            let raw = remote_llm_config(provider.as_deref(), &model, &keys, false).unwrap();
+            let api_key = |_: &str| Some("sk-test".to_string());
+            llm::resolve(&raw, &api_key).unwrap()
+        };
+        let opus = resolved(
+            "provider: replay
+model: gpt-5
+",
+            "claude-opus-4.5",
+            None,
+        );
+        assert_eq!(
+            (opus.provider, opus.model.as_str()),
+            (llm::Provider::Anthropic, "claude-opus-4-5")
+        );
+        let gpt = resolved("", "gpt-5", Some("openai"));
+        assert_eq!(
+            (gpt.provider, gpt.model.as_str()),
+            (llm::Provider::OpenAi, "gpt-5")
+        );
     }
 
     #[test]

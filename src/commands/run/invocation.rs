@@ -52,6 +52,7 @@ impl Invocation {
                 max_time: args.max_time.clone(),
                 max_candidates: args.max_candidates,
                 provider: args.provider.clone(),
+                model: args.model.clone(),
                 python: args.python.clone(),
             },
         })

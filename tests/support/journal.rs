@@ -1,0 +1,103 @@
+//! A run's journal as the tests read it: every record as JSON, and the folds the issues'
+//! promises are checked against (each candidate's fate, the fastest verified kernel).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::Value;
+
+/// A run's journal: every process's records, whole lines only.
+pub struct Journal(pub Vec<Value>);
+
+impl Journal {
+    pub fn read(run: &Path) -> Journal {
+        Journal(
+            std::fs::read_to_string(run.join("journal.jsonl"))
+                .unwrap()
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect(),
+        )
+    }
+
+    /// Whatever the journal holds now, a torn last line left out: for polling a live run or
+    /// reading a killed one.
+    pub fn peek(run: &Path) -> Journal {
+        let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
+        Journal(
+            text.lines()
+                .filter_map(|line| serde_json::from_str(line).ok())
+                .collect(),
+        )
+    }
+
+    pub fn of_type<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.0.iter().filter(move |record| record["type"] == kind)
+    }
+
+    pub fn last(&self) -> &Value {
+        self.0.last().unwrap()
+    }
+
+    /// Each finished candidate's fate: passed, its time and why not.
+    pub fn fates(&self) -> BTreeMap<u64, (bool, Option<f64>, Option<String>)> {
+        self.of_type("candidate_finished")
+            .map(|record| {
+                (
+                    candidate_of(record),
+                    (
+                        record["passed"].as_bool().unwrap(),
+                        record["time_ms"].as_f64(),
+                        record["reason"].as_str().map(str::to_string),
+                    ),
+                )
+            })
+            .collect()
+    }
+
+    /// The fastest verified candidate the journal holds, whichever round it was in and
+    /// whether or not a round's end took it into the beam (a kernel that failed the finale's
+    /// re-check left out), and its time.
+    pub fn fastest_verified(&self) -> Option<(u64, f64)> {
+        let rejected: BTreeSet<u64> = self
+            .of_type("final_rechecked")
+            .filter(|record| record["passed"] == false)
+            .map(candidate_of)
+            .collect();
+        self.fates()
+            .into_iter()
+            .filter(|(id, (passed, _, _))| *passed && !rejected.contains(id))
+            .map(|(id, (_, time, _))| (id, time.unwrap()))
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+    }
+
+    /// The code a candidate was last evaluated with (the initial kernel's from `run_started`).
+    pub fn source_of(&self, candidate: u64) -> String {
+        let source = match candidate {
+            0 => self.of_type("run_started").next().unwrap()["initial_source"].clone(),
+            _ => self
+                .of_type("proposal_received")
+                .filter(|record| candidate_of(record) == candidate && record["outcome"] == "code")
+                .last()
+                .unwrap()["code"]
+                .clone(),
+        };
+        source.as_str().unwrap().to_string()
+    }
+
+    /// The source of the fastest verified candidate the journal knows.
+    pub fn best_source(&self) -> String {
+        let (best, _) = self.fastest_verified().expect("a verified candidate");
+        self.source_of(best)
+    }
+
+    pub fn finished(&self) -> &Value {
+        let last = self.last();
+        assert_eq!(last["type"], "run_finished", "the journal ends the run");
+        last
+    }
+}
+
+pub fn candidate_of(record: &Value) -> u64 {
+    record["candidate"].as_u64().unwrap()
+}

@@ -2476,7 +2476,7 @@ impl actix::Handler<actors::collector::RecordsFailed> for NoOneListens {
 /// after it (here a late `worker_died` and a second end).
 #[test]
 fn the_collector_journals_nothing_after_run_finished() {
-    use actors::collector::{Collector, FinishRun, Record};
+    use actors::collector::{Collector, FinishRun, Record, ReportSettings};
     let journal: Journal = Arc::default();
     let store = MemoryStore {
         journal: journal.clone(),
@@ -2491,12 +2491,17 @@ fn the_collector_journals_nothing_after_run_finished() {
         best_candidate: None,
         best_ms: None,
         initial_ms: None,
+        resume: None,
     };
     actix::System::new().block_on(async move {
         let collector = Collector::new(
             Box::new(store),
             Box::new(Silent),
             Arc::new(WallClock),
+            ReportSettings {
+                every: None,
+                resume_command: None,
+            },
             NoOneListens.start().recipient(),
         )
         .start();

@@ -60,13 +60,10 @@ pub fn sandbox_exec(policy: &Policy, command: &[OsString], probe: bool) -> i32 {
         policy,
         report: SandboxReport::default(),
     };
-    match setup.launch(command, probe) {
-        Ok(code) => code,
-        Err(message) => {
-            let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
-            SETUP_FAILED
-        }
-    }
+    setup.launch(command, probe).unwrap_or_else(|message| {
+        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
+        SETUP_FAILED
+    })
 }
 
 struct Setup<'a> {
@@ -254,16 +251,7 @@ impl Setup<'_> {
         match unsafe { fork() }.map_err(|error| format!("fork: {}", errno_text(error)))? {
             ForkResult::Child => {
                 drop(status_read);
-                let code = match self.init(command, probe, status_write) {
-                    Ok(code) => code,
-                    Err(message) => {
-                        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
-                        SETUP_FAILED
-                    }
-                };
-                // SAFETY: _exit skips the parent's atexit handlers and buffers, as a forked
-                // child must.
-                unsafe { libc::_exit(code) }
+                exit_forked(self.init(command, probe, status_write))
             }
             ForkResult::Parent { child } => {
                 drop(status_write);
@@ -313,15 +301,7 @@ impl Setup<'_> {
         match unsafe { fork() }.map_err(|error| format!("fork: {}", errno_text(error)))? {
             ForkResult::Child => {
                 drop(status_write);
-                let code = match self.confine_and_exec(command, probe) {
-                    Ok(code) => code,
-                    Err(message) => {
-                        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
-                        SETUP_FAILED
-                    }
-                };
-                // SAFETY: as above.
-                unsafe { libc::_exit(code) }
+                exit_forked(self.confine_and_exec(command, probe))
             }
             ForkResult::Parent { child } => {
                 forward_signals_to(child);
@@ -406,6 +386,16 @@ impl Setup<'_> {
             errno_text(error)
         ))
     }
+}
+
+/// How a forked stage ends: its code, or its setup's failure on stderr (the child's log).
+fn exit_forked(outcome: Result<i32, String>) -> ! {
+    let code = outcome.unwrap_or_else(|message| {
+        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
+        SETUP_FAILED
+    });
+    // SAFETY: _exit skips the parent's atexit handlers and buffers, as a forked child must.
+    unsafe { libc::_exit(code) }
 }
 
 fn c_string(text: &OsStr) -> Result<CString, String> {

@@ -138,7 +138,7 @@ impl Setup<'_> {
                     Mechanism::NetworkNamespace,
                     Ok("loopback only, down".into()),
                 );
-                let private = self.bounded_scratch(command);
+                let private = self.bounded_scratch(command, probe);
                 self.report.record(Mechanism::Scratch, private);
                 self.in_pid_namespace(command, probe)
             }
@@ -163,7 +163,7 @@ impl Setup<'_> {
     /// The bounded tmpfs on the scratch folder, /dev/shm bound into it, /run/user (where the
     /// user's sockets live) hidden. Mounts made here stay in this namespace. /tmp itself stays
     /// (read-only under Landlock): a run directory or a Python environment may lie beneath it.
-    fn bounded_scratch(&self, command: &[OsString]) -> Result<String, String> {
+    fn bounded_scratch(&self, command: &[OsString], probe: bool) -> Result<String, String> {
         let fail = |what: &str, error: nix::Error| format!("{what}: {}", errno_text(error));
         mount(
             None::<&str>,
@@ -183,7 +183,8 @@ impl Setup<'_> {
             Some(size.as_str()),
         )
         .map_err(|error| fail("mounting the scratch tmpfs", error))?;
-        let kept_tmp = self.needs_tmp(command);
+        // A probe asks what the machine allows: its own folder under /tmp is no reason to keep it.
+        let kept_tmp = if probe { None } else { self.needs_tmp(command) };
         let private_tmp = kept_tmp.is_none().then_some(("tmp", "/tmp"));
         for (inside, target) in [("shm", "/dev/shm")].into_iter().chain(private_tmp) {
             let source = scratch.join(inside);

@@ -208,3 +208,87 @@ fn kernelagents_gemini_configuration_says_which_keys_to_add_for_its_relay() {
         "{said}"
     );
 }
+
+/// README's first real run, as written: `kactors run --strategy nvidia --kernel-dir … --model
+/// gpt-5 --max-time 8h` with the key in the environment, on a node whose nvidia-smi lists two
+/// GPUs and whose `python3` is the stand-in's, the provider a loopback server reached through
+/// the SDKs' OPENAI_BASE_URL (`--max-rounds 1` keeps the test short). The results lie where the
+/// recipe says.
+#[test]
+fn the_readmes_first_real_run_works_against_a_loopback_provider() {
+    let asked = std::sync::atomic::AtomicU32::new(0);
+    let server = LlmServer::start(64, move |_| {
+        let n = asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let code = format!(
+            "```python\n# standin: pass time_ms={}\ndef kernel_function(x):\n    return x * {}\n```",
+            1.9 - f64::from(n % 16) * 0.1,
+            n + 1
+        );
+        (200, chat_completion(&code))
+    });
+    let node = support::standin_node::Node::new(&[]);
+    let bin = node.dir.path().join("bin");
+    // The stand-ins are Python scripts that find `python3` on PATH: each is run by the
+    // machine's own interpreter, named in full.
+    let interpreter = std::process::Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let interpreter = String::from_utf8(interpreter.stdout).unwrap();
+    for (name, script) in [
+        ("python3", support::standin_python()),
+        ("ncu", fixtures().join("nvidia/fake-ncu")),
+    ] {
+        support::write_executable(
+            &bin.join(name),
+            &format!(
+                "#!/bin/sh
+exec {} {} \"$@\"\n",
+                interpreter.trim(),
+                script.display()
+            ),
+        );
+    }
+    let output = node
+        .kactors()
+        .args(["run", "--strategy", "nvidia", "--kernel-dir", "kernel"])
+        .args(["--model", "gpt-5", "--max-time", "8h", "--max-rounds", "1"])
+        .env("OPENAI_API_KEY", "sk-openai-first-run")
+        .env("OPENAI_BASE_URL", &server.base_url)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let run = node.run_dir();
+    assert!(
+        run.file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("nvidia-"),
+        "{}",
+        run.display()
+    );
+    for result in ["best_kernel.py", "report.html", "report.md"] {
+        assert!(
+            run.join(result).is_file(),
+            "no {result} in {}",
+            run.display()
+        );
+    }
+    let best = std::fs::read_to_string(run.join("best_kernel.py")).unwrap();
+    assert!(best.contains("# standin: pass"), "{best}");
+    assert!(!server.bodies().is_empty());
+    assert!(
+        server
+            .authorizations()
+            .iter()
+            .all(|header| header == "Bearer sk-openai-first-run"),
+        "{:?}",
+        server.authorizations()
+    );
+    let models: Vec<Value> = server
+        .bodies()
+        .iter()
+        .map(|body| serde_json::from_str::<Value>(body).unwrap()["model"].clone())
+        .collect();
+    assert!(models.iter().all(|model| model == "gpt-5"), "{models:?}");
+}

@@ -35,6 +35,16 @@ impl Provider {
     }
 
     /// The environment variable the provider's key is read from.
+    /// The variable that moves the provider's endpoint (a proxy, a gateway, a test's loopback
+    /// server), as the providers' own SDKs read it; the configuration's `base_url` wins.
+    pub fn base_url_env_var(self) -> Option<&'static str> {
+        match self {
+            Provider::Anthropic => Some("ANTHROPIC_BASE_URL"),
+            Provider::OpenAi => Some("OPENAI_BASE_URL"),
+            Provider::OpenAiCompatible | Provider::Replay => None,
+        }
+    }
+
     pub fn key_env_var(self) -> Option<&'static str> {
         match self {
             Provider::Anthropic => Some("ANTHROPIC_API_KEY"),

@@ -427,7 +427,11 @@ pub fn resolve_with_table(
         capability.price = Some(price);
     }
 
-    let base_url = match (base_url, provider) {
+    let from_env = provider
+        .base_url_env_var()
+        .and_then(env)
+        .filter(|url| !url.trim().is_empty());
+    let base_url = match (base_url.or(from_env.as_deref()), provider) {
         (Some(url), _) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(LlmConfigError::InvalidBaseUrl {
@@ -1093,6 +1097,47 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(error, LlmConfigError::InvalidBaseUrl { .. }));
+    }
+
+    /// As the providers' SDKs do, ANTHROPIC_BASE_URL and OPENAI_BASE_URL move the default
+    /// endpoint (a proxy, a gateway, a loopback server); a configured `base_url` wins, and a
+    /// URL from the environment is checked like one from the file.
+    #[test]
+    fn the_sdks_base_url_variables_move_the_default_endpoints() {
+        let env = [
+            ("ANTHROPIC_API_KEY", "sk-ant-test-key"),
+            ("OPENAI_API_KEY", "sk-openai-test-key"),
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ];
+        let resolved = |raw: &RawLlmConfig, env: &[(&str, &str)]| resolve(raw, &env_with(env));
+        assert_eq!(
+            resolved(&raw("claude-haiku-4-5"), &env)
+                .unwrap()
+                .base_url
+                .as_deref(),
+            Some("http://127.0.0.1:9/anthropic")
+        );
+        assert_eq!(
+            resolved(&raw("gpt-4.1"), &env).unwrap().base_url.as_deref(),
+            Some("http://127.0.0.1:9/v1")
+        );
+        let configured = RawLlmConfig {
+            keys: LlmKeys {
+                base_url: Some("https://relay.example/anthropic".to_string()),
+                ..LlmKeys::default()
+            },
+            ..raw("claude-haiku-4-5")
+        };
+        assert_eq!(
+            resolved(&configured, &env).unwrap().base_url.as_deref(),
+            Some("https://relay.example/anthropic")
+        );
+        let wrong = [KEYS[0], ("ANTHROPIC_BASE_URL", "127.0.0.1:9")];
+        assert!(matches!(
+            resolved(&raw("claude-haiku-4-5"), &wrong),
+            Err(LlmConfigError::InvalidBaseUrl { .. })
+        ));
     }
 
     #[test]

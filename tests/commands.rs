@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{fixtures, is_running, write_executable};
+use support::{fixtures, is_running, write_executable, write_nvidia_smi};
 
 const GRACE_S: f64 = 0.3;
 /// How late past deadline plus grace a kill may still count as on time, on a loaded machine.
@@ -36,9 +36,9 @@ impl Node {
         std::fs::create_dir_all(&bin).unwrap();
         let platform = match vendor {
             Vendor::Nvidia => {
-                write_executable(
+                write_nvidia_smi(
                     &bin.join("nvidia-smi"),
-                    "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\n\
+                    "echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\n\
                      echo '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n",
                 );
                 format!(

@@ -255,8 +255,10 @@ mod tests {
              \"0, NVIDIA H200, GPU-1\""
         );
         assert_eq!(
-            parse_query_output("index, name, uuid, pci.bus_id\nx, NVIDIA H200, GPU-1, 00000000:00:06.0\n")
-                .unwrap_err(),
+            parse_query_output(
+                "index, name, uuid, pci.bus_id\nx, NVIDIA H200, GPU-1, 00000000:00:06.0\n"
+            )
+            .unwrap_err(),
             "index \"x\" is not a number in \"x, NVIDIA H200, GPU-1, 00000000:00:06.0\""
         );
     }

@@ -502,6 +502,48 @@ fn profile_with_a_closed_stdout_is_not_a_panic() {
     }
 }
 
+/// Issue 22: without a GPU, check still asks Python, torch, triton, the profiler and the
+/// sandbox, and says what it could not check; in JSON the devices line's fix is a fix.
+#[test]
+fn check_without_a_gpu_checks_what_needs_none_and_says_what_it_could_not() {
+    let node = Node::new(Vendor::Nvidia);
+    std::fs::remove_file(node.path("bin/nvidia-smi")).unwrap();
+    let output = node.check(&[], &[]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(2), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[1]
+            .starts_with("FAIL devices: NVIDIA platform was requested but no devices are visible")
+            && lines[1]
+                .contains("not checked without one: each device as torch sees it under its pin"),
+        "{text}"
+    );
+    for start in [
+        "ok python ",
+        "ok torch 2.11.0+cu130 imports",
+        "ok triton 3.6.0 imports",
+        "ok profiler ncu ",
+        "ok sandbox: off",
+        "ok kernel directory kernel",
+    ] {
+        assert!(
+            lines.iter().any(|line| line.starts_with(start)),
+            "no {start:?} in:\n{text}"
+        );
+    }
+    let json: Value = serde_json::from_str(&stdout(&node.check(&["--json"], &[]))).unwrap();
+    let devices = &json["checks"][1];
+    assert_eq!(devices["ok"], false);
+    assert!(
+        devices["fix"]
+            .as_str()
+            .unwrap()
+            .starts_with("make a GPU visible"),
+        "{devices}"
+    );
+}
+
 #[test]
 fn check_is_all_ok_against_a_working_node() {
     let node = Node::new(Vendor::Nvidia);

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::gone_within;
-use support::runs::journal;
+use support::runs::{Running, journal};
 use support::standin_node::Node;
 
 /// The key kactors' environment holds in every stand-in run, which no child may read.
@@ -298,12 +298,7 @@ fn sigkill_of_kactors_leaves_no_sandboxed_process_behind() {
         "# standin: hang\ndef kernel_function(x):\n    return x + 1\n",
     )])
     .on_one_device();
-    let mut kactors = node
-        .run_command()
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let kactors = Running::background(node.run_command());
     let run = wait_until_verifying(&node, 1);
     let run = std::fs::canonicalize(run).unwrap();
     let children = processes_of(&run);
@@ -311,8 +306,7 @@ fn sigkill_of_kactors_leaves_no_sandboxed_process_behind() {
         children.len() >= 4,
         "the launcher, init, the zygote and its child: {children:?}"
     );
-    kactors.kill().unwrap();
-    kactors.wait().unwrap();
+    kactors.kill_and_wait();
     for pid in children {
         assert!(
             gone_within(pid, Duration::from_secs(5)),
@@ -323,7 +317,7 @@ fn sigkill_of_kactors_leaves_no_sandboxed_process_behind() {
 
 /// kactors run inside a user namespace of the test's own that allows no further one, as on a
 /// cluster with unprivileged user namespaces turned off: `args` after `kactors`.
-fn without_user_namespaces(node: &Node, args: &[&str]) -> Output {
+fn without_user_namespaces(node: &Node, args: &[std::ffi::OsString]) -> Output {
     let kactors = node.kactors();
     let mut command = Command::new("unshare");
     command
@@ -358,44 +352,10 @@ fn honest_node(setting: &str) -> Node {
     .with_strategy(&strategy_with(setting))
 }
 
-fn run_args() -> Vec<String> {
-    let python = support::standin_python().display().to_string();
-    [
-        "run",
-        "--strategy",
-        "standin",
-        "--config-dir",
-        ".",
-        "--kernel-dir",
-        "kernel",
-        "--python",
-        &python,
-    ]
-    .map(str::to_string)
-    .to_vec()
-}
-
-fn args(list: &[String]) -> Vec<&str> {
-    list.iter().map(String::as_str).collect()
-}
-
 #[test]
 fn check_says_which_protection_is_missing_and_why_and_a_required_sandbox_refuses_the_run() {
     let node = honest_node("required");
-    let check = without_user_namespaces(
-        &node,
-        &[
-            "check",
-            "--strategy",
-            "standin",
-            "--config-dir",
-            ".",
-            "--kernel-dir",
-            "kernel",
-            "--python",
-            support::standin_python().to_str().unwrap(),
-        ],
-    );
+    let check = without_user_namespaces(&node, &Node::arguments("check"));
     let printed = String::from_utf8_lossy(&check.stdout);
     let line = |start: &str| {
         printed
@@ -414,7 +374,7 @@ fn check_says_which_protection_is_missing_and_why_and_a_required_sandbox_refuses
     line("FAIL sandbox limits: missing: bounded scratch: unshare: ");
     assert_ne!(check.status.code(), Some(0), "{printed}");
 
-    let run = without_user_namespaces(&node, &args(&run_args()));
+    let run = without_user_namespaces(&node, &Node::arguments("run"));
     let said = stderr(&run);
     assert_eq!(run.status.code(), Some(2), "{said}");
     assert!(
@@ -428,7 +388,7 @@ fn check_says_which_protection_is_missing_and_why_and_a_required_sandbox_refuses
 #[test]
 fn best_effort_runs_with_what_the_machine_has_and_says_once_what_is_missing() {
     let node = honest_node("best_effort");
-    let run = without_user_namespaces(&node, &args(&run_args()));
+    let run = without_user_namespaces(&node, &Node::arguments("run"));
     let said = stderr(&run);
     assert_eq!(run.status.code(), Some(0), "{said}");
     assert_eq!(

@@ -152,9 +152,11 @@ fn a_hung_evaluator_on_node_2_is_ended_within_its_deadline_plus_grace() {
         &format!("hang pidfile={}", pidfile.path().display()),
         5,
     );
+    // The sandbox off: the test reads the hung child's pid, which the stand-in writes outside
+    // any sandbox's folders, and a pid inside a sandbox's namespace names nothing out here.
     let run = SlurmRun::new(
         &candidates,
-        &format!("test_timeout_s: 2\n{ONE_ROUND_OF_EIGHT}"),
+        &format!("test_timeout_s: 2\nsandbox: off\n{ONE_ROUND_OF_EIGHT}"),
     );
     let output = run.command(&allocation.job, "run").output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -5,10 +5,14 @@ use crate::check::{CheckLine, CheckReport, layout_line, preflight};
 use crate::cli::CheckArgs;
 use crate::config::CliOverrides;
 use crate::console;
-use crate::devices::{HostEnvironment, select_devices};
+use crate::devices::{DeviceSelection, HostEnvironment, select_devices};
 use crate::exit;
+use crate::vendor::{Platform, PlatformRequest};
 
 use super::settings::{LoadedStrategy, load_strategy, platform_name};
+
+const NO_DEVICE_FIX: &str =
+    "make a GPU visible: its driver's nvidia-smi or amd-smi on PATH, no visibility mask hiding it";
 
 /// Prints every line (or one JSON object with `--json`). Exit 0 when every line is ok, 2
 /// (environment) otherwise.
@@ -64,9 +68,29 @@ fn check_report(args: &CheckArgs) -> CheckReport {
             report.extend(preflight(&settings, &selection, args.kernel_dir.as_deref()));
         }
         Err(error) => {
-            report.push(CheckLine::fail("devices", error.to_string()));
-            if let Some(dir) = &args.kernel_dir {
-                report.push(layout_line(dir, settings.max_source_bytes));
+            report.push(CheckLine::fail(
+                format!(
+                    "devices: {error}; not checked without one: each device as torch sees it \
+                     under its pin, and problem.py imported on a device"
+                ),
+                NO_DEVICE_FIX,
+            ));
+            match request.platform {
+                // What needs no device is still checked: Python, torch, triton, the profiler,
+                // the sandbox and the kernel directory.
+                PlatformRequest::Exactly(platform @ Platform::Vendor(_)) => {
+                    let selection = DeviceSelection {
+                        platform,
+                        devices: Vec::new(),
+                        warnings: Vec::new(),
+                    };
+                    report.extend(preflight(&settings, &selection, args.kernel_dir.as_deref()));
+                }
+                _ => {
+                    if let Some(dir) = &args.kernel_dir {
+                        report.push(layout_line(dir, settings.max_source_bytes));
+                    }
+                }
             }
         }
     }

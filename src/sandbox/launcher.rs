@@ -60,13 +60,10 @@ pub fn sandbox_exec(policy: &Policy, command: &[OsString], probe: bool) -> i32 {
         policy,
         report: SandboxReport::default(),
     };
-    match setup.launch(command, probe) {
-        Ok(code) => code,
-        Err(message) => {
-            let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
-            SETUP_FAILED
-        }
-    }
+    setup.launch(command, probe).unwrap_or_else(|message| {
+        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
+        SETUP_FAILED
+    })
 }
 
 struct Setup<'a> {
@@ -141,7 +138,7 @@ impl Setup<'_> {
                     Mechanism::NetworkNamespace,
                     Ok("loopback only, down".into()),
                 );
-                let private = self.bounded_scratch(command);
+                let private = self.bounded_scratch(command, probe);
                 self.report.record(Mechanism::Scratch, private);
                 self.in_pid_namespace(command, probe)
             }
@@ -166,7 +163,7 @@ impl Setup<'_> {
     /// The bounded tmpfs on the scratch folder, /dev/shm bound into it, /run/user (where the
     /// user's sockets live) hidden. Mounts made here stay in this namespace. /tmp itself stays
     /// (read-only under Landlock): a run directory or a Python environment may lie beneath it.
-    fn bounded_scratch(&self, command: &[OsString]) -> Result<String, String> {
+    fn bounded_scratch(&self, command: &[OsString], probe: bool) -> Result<String, String> {
         let fail = |what: &str, error: nix::Error| format!("{what}: {}", errno_text(error));
         mount(
             None::<&str>,
@@ -186,7 +183,8 @@ impl Setup<'_> {
             Some(size.as_str()),
         )
         .map_err(|error| fail("mounting the scratch tmpfs", error))?;
-        let kept_tmp = self.needs_tmp(command);
+        // A probe asks what the machine allows: its own folder under /tmp is no reason to keep it.
+        let kept_tmp = if probe { None } else { self.needs_tmp(command) };
         let private_tmp = kept_tmp.is_none().then_some(("tmp", "/tmp"));
         for (inside, target) in [("shm", "/dev/shm")].into_iter().chain(private_tmp) {
             let source = scratch.join(inside);
@@ -254,16 +252,7 @@ impl Setup<'_> {
         match unsafe { fork() }.map_err(|error| format!("fork: {}", errno_text(error)))? {
             ForkResult::Child => {
                 drop(status_read);
-                let code = match self.init(command, probe, status_write) {
-                    Ok(code) => code,
-                    Err(message) => {
-                        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
-                        SETUP_FAILED
-                    }
-                };
-                // SAFETY: _exit skips the parent's atexit handlers and buffers, as a forked
-                // child must.
-                unsafe { libc::_exit(code) }
+                exit_forked(self.init(command, probe, status_write))
             }
             ForkResult::Parent { child } => {
                 drop(status_write);
@@ -313,15 +302,7 @@ impl Setup<'_> {
         match unsafe { fork() }.map_err(|error| format!("fork: {}", errno_text(error)))? {
             ForkResult::Child => {
                 drop(status_write);
-                let code = match self.confine_and_exec(command, probe) {
-                    Ok(code) => code,
-                    Err(message) => {
-                        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
-                        SETUP_FAILED
-                    }
-                };
-                // SAFETY: as above.
-                unsafe { libc::_exit(code) }
+                exit_forked(self.confine_and_exec(command, probe))
             }
             ForkResult::Parent { child } => {
                 forward_signals_to(child);
@@ -406,6 +387,16 @@ impl Setup<'_> {
             errno_text(error)
         ))
     }
+}
+
+/// How a forked stage ends: its code, or its setup's failure on stderr (the child's log).
+fn exit_forked(outcome: Result<i32, String>) -> ! {
+    let code = outcome.unwrap_or_else(|message| {
+        let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
+        SETUP_FAILED
+    });
+    // SAFETY: _exit skips the parent's atexit handlers and buffers, as a forked child must.
+    unsafe { libc::_exit(code) }
 }
 
 fn c_string(text: &OsStr) -> Result<CString, String> {

@@ -99,19 +99,27 @@ impl Node {
     /// `kactors run` with the strategy `standin` on the kernel directory.
     pub fn run_command(&self) -> Command {
         let mut command = self.kactors();
+        command.args(Node::arguments("run"));
         command
-            .args([
-                "run",
-                "--strategy",
-                "standin",
-                "--config-dir",
-                ".",
-                "--kernel-dir",
-                "kernel",
-            ])
-            .arg("--python")
-            .arg(standin_python());
-        command
+    }
+
+    /// `kactors <command>`'s arguments for the strategy `standin` on the kernel directory,
+    /// with the stand-in Python.
+    pub fn arguments(command: &str) -> Vec<std::ffi::OsString> {
+        let mut arguments: Vec<std::ffi::OsString> = [
+            command,
+            "--strategy",
+            "standin",
+            "--config-dir",
+            ".",
+            "--kernel-dir",
+            "kernel",
+            "--python",
+        ]
+        .map(Into::into)
+        .to_vec();
+        arguments.push(standin_python().into());
+        arguments
     }
 
     /// Runs to the end; answers the output and the run directory.

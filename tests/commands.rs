@@ -11,6 +11,8 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::journal::close;
+use support::runs::{stderr, stdout};
 use support::{fixtures, is_running, write_executable, write_nvidia_smi};
 
 const GRACE_S: f64 = 0.3;
@@ -194,24 +196,10 @@ impl Node {
     }
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 /// The one JSON object on stdout.
 fn json(output: &Output) -> Value {
     serde_json::from_str(stdout(output).trim())
         .unwrap_or_else(|error| panic!("{error}: {}\n{}", stdout(output), stderr(output)))
-}
-
-fn close(value: &Value, expected: f64) -> bool {
-    value
-        .as_f64()
-        .is_some_and(|value| (value - expected).abs() < 1e-9 * expected.abs().max(1.0))
 }
 
 const KERNEL_FILES: [&str; 3] = ["input.py", "problem.py", "test.py"];

@@ -13,7 +13,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
-use support::runs::journal;
+use support::runs::{journal, stderr};
 use support::{example, kactors, send_signal, write_nvidia_smi};
 
 /// A host: a folder with `configs/` (strategy files), `bin/` (the only tools on PATH besides
@@ -99,10 +99,6 @@ impl Host {
 
 fn count(records: &[Value], kind: &str) -> usize {
     records.iter().filter(|r| r["type"] == kind).count()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// The summary's skipped strategies with their reasons, by name.

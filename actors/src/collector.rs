@@ -1,10 +1,10 @@
 //! The Collector: the only writer of kactors' records. It stamps every event with the run's
 //! clock, appends it to the journal, shows progress, creates each candidate's folder before
 //! anything runs in it, rewrites best_kernel.py whenever the best changes, and rewrites
-//! report.md and report.html after the first round, then at most once a minute at a round's
-//! end, and at the end. Disk work (and the report's
-//! rendering) happens on a thread of its own so that no handler blocks; the thread keeps the
-//! records in order.
+//! report.md and report.html after the first round, then at a round's end once the pause its
+//! size asks for has passed (2 ms a candidate, at most a minute), and at the end. Disk work
+//! (and the report's rendering) happens on a thread of its own so that no handler blocks; the
+//! thread keeps the records in order.
 //!
 //! Nothing is journaled after `run_finished`: a record that comes later is refused and reported.
 //!
@@ -227,8 +227,14 @@ impl Actor for Collector {
     type Context = Context<Self>;
 }
 
-/// The least time between two rewrites of the report at a round's end.
-const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+/// The least time between two rewrites of the report, per candidate it holds: rendering costs
+/// about 10 µs a candidate (the 10,000-candidate soak, issue 24), so 2 ms a candidate keeps
+/// rewrites under 1% of the run's time however long it grows, while a young run's report is
+/// rewritten at each due point (issue 22).
+const REPORT_PAUSE_PER_CANDIDATE: std::time::Duration = std::time::Duration::from_millis(2);
+/// The most time between two rewrites that are due: a long run's report is at most a minute
+/// behind.
+const REPORT_PAUSE_MOST: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The most commands the writer thread takes before it syncs the journal.
 const MOST_PER_SYNC: usize = 512;
@@ -239,7 +245,8 @@ const MOST_PER_SYNC: usize = 512;
 /// through `failed` and again when the run finishes; later writes are still attempted (a freed
 /// disk lets the last records through) but not reported again. It keeps the run's summary,
 /// record by record, and rewrites the report after the first `round_finished` (in steady
-/// search, each N × M candidates), then after one at most every `REPORT_EVERY`, and at the end.
+/// search, each N × M candidates), then after one once its pause has passed (2 ms a candidate
+/// it holds, at most a minute), and at the end.
 fn write_records(
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
@@ -254,6 +261,7 @@ fn write_records(
         progress,
         report_every: reports.every,
         finished_since_report: 0,
+        finished_total: 0,
         failed,
         errors: FirstError::default(),
         summary,
@@ -275,8 +283,9 @@ struct Writer<'a> {
     store: Box<dyn RunStore>,
     progress: Box<dyn ProgressSink>,
     report_every: Option<u32>,
-    /// Candidates finished since the report was last rewritten.
+    /// Candidates finished since the report was last rewritten, and in all.
     finished_since_report: u32,
+    finished_total: u32,
     failed: &'a Reporter,
     errors: FirstError,
     summary: RunSummary,
@@ -323,10 +332,11 @@ impl Writer<'_> {
                     && *candidate != CandidateId::INITIAL
                 {
                     self.finished_since_report += 1;
+                    self.finished_total += 1;
                 }
                 // A round's end, or in steady search N × M candidates since the last rewrite;
-                // at most once a minute either way (a 100,000-candidate run rewrites in bounded
-                // time), and always at the end.
+                // paced by what the report holds (a 100,000-candidate run spends a bounded share
+                // of its time rendering), and always at the end.
                 let due = matches!(record.event, Event::RoundFinished { .. })
                     || self
                         .report_every
@@ -386,12 +396,14 @@ impl Writer<'_> {
         }
     }
 
-    /// Whether a round's end at `t` rewrites the report: the first one does, then one at most
-    /// every `REPORT_EVERY`, since rendering costs what the run holds so far (a long run has
-    /// thousands of rounds). The end always rewrites it.
+    /// Whether a due rewrite at `t` happens: the first one does, then one once the pause the
+    /// report's size asks for has passed, since rendering costs what the run holds so far (a
+    /// long run has thousands of rounds). The end always rewrites it.
     fn report_due(&self, t: SystemTime) -> bool {
+        let pause =
+            (REPORT_PAUSE_PER_CANDIDATE * self.finished_total.max(1)).min(REPORT_PAUSE_MOST);
         self.reported_at
-            .is_none_or(|last| t.duration_since(last).unwrap_or_default() >= REPORT_EVERY)
+            .is_none_or(|last| t.duration_since(last).unwrap_or_default() >= pause)
     }
 
     /// report.md and report.html as the records so far show the run.

@@ -474,7 +474,7 @@ pub enum Event {
         bytes: u64,
     },
     /// What the run directory holds, every file counted: measured by the Collector before a
-    /// report (at most once a minute) and before `run_finished`.
+    /// report (paced by its size: 2 ms a candidate, at most a minute) and before `run_finished`.
     RunDirMeasured {
         bytes: u64,
     },

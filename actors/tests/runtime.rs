@@ -2153,16 +2153,31 @@ fn reports_written(ran: &Ran) -> Vec<(Vec<u32>, bool, bool)> {
 
 /// Issue 24: a report costs what the run holds so far, so three rounds within a minute rewrite
 /// it after the first (a live report at once) and at the end only.
+/// The first rewrite comes after the first round and the last at the end; between them the
+/// report's pace (its size, and how much time passed) decides, so a loaded machine may see more.
 fn assert_rewritten_after_the_first_round_and_at_the_end(ran: &Ran) {
     assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    let written = reports_written(ran);
     assert_eq!(
-        reports_written(ran),
-        vec![(vec![1], false, true), (vec![1, 2, 3], true, true)]
+        written.first(),
+        Some(&(vec![1], false, true)),
+        "{written:?}"
+    );
+    assert_eq!(
+        written.last(),
+        Some(&(vec![1, 2, 3], true, true)),
+        "{written:?}"
+    );
+    assert!(
+        written
+            .windows(2)
+            .all(|pair| pair[0].0.len() <= pair[1].0.len()),
+        "{written:?}"
     );
 }
 
 #[test]
-fn the_report_is_rewritten_after_the_first_round_at_most_once_a_minute_then_and_at_the_end() {
+fn the_report_is_rewritten_after_the_first_round_paced_by_its_size_then_and_at_the_end() {
     let ran = run_recorded(Scenario {
         search: beam(1, 1, 3),
         answers: vec![(now(), code(5)), (now(), code(4)), (now(), code(3))],
@@ -2183,7 +2198,22 @@ fn a_steady_search_rewrites_the_report_at_virtual_round_ends_like_rounds() {
         answers,
         ..steady(beam(1, 2, 3), 3)
     });
-    assert_rewritten_after_the_first_round_and_at_the_end(&ran);
+    // Its first rewrite may come before a virtual round closes (more than N × M candidates
+    // finished while the round stayed open), its last at the end.
+    assert_eq!(ran.result.outcome, RunOutcome::Completed);
+    let written = reports_written(&ran);
+    assert!(written.len() >= 2, "{written:?}");
+    assert_eq!(
+        written.last(),
+        Some(&(vec![1, 2, 3], true, true)),
+        "{written:?}"
+    );
+    assert!(
+        written
+            .windows(2)
+            .all(|pair| pair[0].0.len() <= pair[1].0.len()),
+        "{written:?}"
+    );
 }
 
 /// The code a request for code gets, from its id alone: a time between 1 and 9 ms, and one

@@ -99,14 +99,6 @@ impl SlurmRun {
     }
 }
 
-pub fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
-}
-
 /// `count` candidates that pass, each with its own code and time.
 pub fn passing(count: usize) -> Vec<(String, String)> {
     (1..=count)

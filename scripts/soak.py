@@ -12,7 +12,9 @@ middle and resumed. Prints what the issue asks to be flat or bounded:
   first `step_started` after it), and the fold's cost per candidate folded.
 
 usage: python3 scripts/soak.py [KACTORS_BINARY [CANDIDATES]]   (from the repository root;
-default target/release/kactors, 10000). Nothing but the temporary folder is written.
+default target/release/kactors, 10000). The kill at the middle is KACTORS_TEST_ABORT_AT's, which
+only a build with the test-hooks feature reads: `cargo build --release --features test-hooks`.
+Nothing but the temporary folder is written.
 """
 
 import json

@@ -7,10 +7,13 @@ use std::num::NonZeroU32;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use actors::journal::DeviceDescription;
+use actors::model::DeviceId;
+
 use crate::config::RunSettings;
 use crate::devices::{
-    DeviceError, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment, LockedDevice,
-    lock_devices, select_devices, workers_note,
+    DeviceError, DeviceKind, DeviceRequest, DeviceSelection, GpuLock, HostEnvironment,
+    LockedDevice, lock_devices, select_devices, workers_note,
 };
 use crate::vendor::Platform;
 
@@ -47,6 +50,26 @@ pub struct RunDevices {
     pub locks: Vec<GpuLock>,
     /// What the person starting the run should know (clamping, locked GPUs, spec rows).
     pub notes: Vec<String>,
+}
+
+impl RunDevices {
+    /// The journal's description of each device a run on one node uses.
+    pub fn describe(&self) -> Vec<DeviceDescription> {
+        self.selection
+            .devices
+            .iter()
+            .map(|device| {
+                DeviceDescription::on_one_node(
+                    DeviceId(device.id),
+                    match device.kind {
+                        DeviceKind::Noop => format!("noop simulated device {}", device.id),
+                        _ => device.name.clone(),
+                    },
+                    device.uuid().map(str::to_string),
+                )
+            })
+            .collect()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

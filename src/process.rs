@@ -11,6 +11,7 @@
 //! `RunningChild` is dropped, which keeps the group id from being reused while kactors can
 //! still signal it.
 
+mod child_files;
 mod environment;
 mod group;
 mod leak;

@@ -3,6 +3,7 @@
 //! any actor starts; from then on the Collector is its only writer, through `RunStore`
 //! (`kactors report` adds report.live.md and report.live.html, names the Collector never writes).
 
+mod abort_at;
 mod caches;
 
 use std::fs::{self, File, OpenOptions};
@@ -15,6 +16,10 @@ use actors::model::CandidateId;
 use actors::ports::{RemovedCaches, RunStore};
 
 use crate::process::pid_lock::{Locked, PidLock, try_lock};
+
+#[cfg(feature = "test-hooks")]
+pub use abort_at::ABORT_AT_VARIABLE;
+use abort_at::AbortAt;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunDirError {
@@ -56,40 +61,6 @@ pub struct RunDirectory {
 
 /// The file that holds a run directory for the one process working in it.
 pub const LOCK_FILE: &str = "kactors.lock";
-
-/// Test-only: `KACTORS_TEST_ABORT_AT=<record type>:<n>` makes the process kill itself (SIGKILL,
-/// as an OOM kill would) just before it journals the n-th record of that type, so that tests
-/// can die at a chosen point of a run. Never set by kactors itself.
-pub const ABORT_AT_VARIABLE: &str = "KACTORS_TEST_ABORT_AT";
-
-#[derive(Debug)]
-struct AbortAt {
-    record_type: String,
-    nth: u64,
-    seen: u64,
-}
-
-impl AbortAt {
-    fn from_environment() -> Option<AbortAt> {
-        let value = std::env::var(ABORT_AT_VARIABLE).ok()?;
-        let (record_type, nth) = value.rsplit_once(':')?;
-        Some(AbortAt {
-            record_type: record_type.to_string(),
-            nth: nth.parse().ok().filter(|n| *n > 0)?,
-            seen: 0,
-        })
-    }
-
-    fn before(&mut self, record: &serde_json::Value) {
-        if record["type"] != self.record_type.as_str() {
-            return;
-        }
-        self.seen += 1;
-        if self.seen == self.nth {
-            let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
-        }
-    }
-}
 
 fn lock_folder(root: &Path) -> Result<PidLock, RunDirError> {
     let open = |source| RunDirError::Open {

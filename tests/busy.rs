@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::SystemTime;
 
-use actors::journal::{Event, JournalRecord, Step};
+use actors::journal::{Event, Step};
 use actors::model::DeviceId;
+use support::journal::typed_records;
 use support::{kactors, kernel_with_candidates};
 
 /// Each device's busy fraction over the search: from its first dispatch (the first step of a
@@ -18,11 +19,7 @@ use support::{kactors, kernel_with_candidates};
 /// What comes after is the refinement of the last failures: a chain of LLM requests one after
 /// another, 2 s each, which no number of proposals in flight can fill.
 fn busy_fractions(run: &Path) -> BTreeMap<DeviceId, f64> {
-    let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
-    let records: Vec<JournalRecord> = text
-        .lines()
-        .map(|line| JournalRecord::from_line(line).unwrap())
-        .collect();
+    let records = typed_records(run);
     let mut open = BTreeMap::new();
     let mut spans: Vec<(DeviceId, SystemTime, SystemTime)> = Vec::new();
     let mut last_first_attempt = SystemTime::UNIX_EPOCH;

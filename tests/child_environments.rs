@@ -204,7 +204,7 @@ fn no_child_of_an_nvidia_run_sees_a_credential() {
     node.fake(
         "nvidia-smi",
         "case \"$1\" in\n  --query-gpu=index,name,*) kind=nvidia-smi-listing;;\n  --query-gpu=*) kind=nvidia-smi-gpu-state;;\n  --query-compute-apps=*) kind=nvidia-smi-gpu-processes;;\n  *) kind=nvidia-smi;;\nesac",
-        "case \"$1\" in\n  --query-gpu=index,name,uuid,pci.bus_id) echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0';;\n  --query-gpu=*) echo 'index, uuid, name'; echo '0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200';;\n  --query-compute-apps=*) echo 'gpu_uuid, pid, process_name, used_gpu_memory [MiB]';;\n  *) exit 2;;\nesac\n",
+        "case \"$1\" in\n  --query-gpu=index,name,uuid,pci.bus_id) echo 'index, name, uuid, pci.bus_id'; echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0';;\n  --query-gpu=*) echo 'index, uuid, name'; echo '0, GPU-aaaaaaaa-0000-0000-0000-000000000000, NVIDIA H200';;\n  --query-compute-apps=*) echo 'gpu_uuid, pid, process_name, used_gpu_memory [MiB]';;\n  *) exit 2;;\nesac\n",
     );
     node.shim(
         "ncu",

@@ -8,28 +8,8 @@ use serde_json::Value;
 
 mod support;
 
+use support::runs::{journal, only_run_in, stderr};
 use support::{example, kactors};
-
-fn only_run_folder(runs: &Path) -> PathBuf {
-    let folders: Vec<PathBuf> = std::fs::read_dir(runs)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(folders.len(), 1, "{folders:?}");
-    folders.into_iter().next().unwrap()
-}
-
-fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// `kactors run ARGS --kernel-dir KERNEL` in `dir`.
 fn run(dir: &Path, args: &[&str], kernel: &Path) -> Output {
@@ -58,7 +38,7 @@ fn the_dry_run_with_four_workers_fans_candidates_out_round_robin() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
-    let run = only_run_folder(&dir.path().join("runs"));
+    let run = only_run_in(&dir.path().join("runs"));
     for file in [
         "run.yaml",
         "journal.jsonl",
@@ -154,7 +134,7 @@ fn the_dry_run_on_a_kernel_directory_without_candidates_ends_exhausted() {
             kernel.join("candidates").display()
         )]
     );
-    let records = journal(&only_run_folder(&dir.path().join("runs")));
+    let records = journal(&only_run_in(&dir.path().join("runs")));
     let evaluated: Vec<u64> = records
         .iter()
         .filter(|r| r["type"] == "candidate_finished")
@@ -277,7 +257,7 @@ fn sigint_ends_a_run_with_exit_130_and_a_finished_journal_and_report() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     assert_eq!(rest.last().unwrap()["type"], "run_finished");
-    let run = only_run_folder(&dir.path().join("runs"));
+    let run = only_run_in(&dir.path().join("runs"));
     let records = journal(&run);
     assert!(
         records

@@ -11,7 +11,9 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{fixtures, is_running, write_executable};
+use support::journal::close;
+use support::runs::{stderr, stdout};
+use support::{fixtures, is_running, write_executable, write_nvidia_smi};
 
 const GRACE_S: f64 = 0.3;
 /// How late past deadline plus grace a kill may still count as on time, on a loaded machine.
@@ -36,9 +38,9 @@ impl Node {
         std::fs::create_dir_all(&bin).unwrap();
         let platform = match vendor {
             Vendor::Nvidia => {
-                write_executable(
+                write_nvidia_smi(
                     &bin.join("nvidia-smi"),
-                    "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\n\
+                    "echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\n\
                      echo '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n",
                 );
                 format!(
@@ -194,24 +196,10 @@ impl Node {
     }
 }
 
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 /// The one JSON object on stdout.
 fn json(output: &Output) -> Value {
     serde_json::from_str(stdout(output).trim())
         .unwrap_or_else(|error| panic!("{error}: {}\n{}", stdout(output), stderr(output)))
-}
-
-fn close(value: &Value, expected: f64) -> bool {
-    value
-        .as_f64()
-        .is_some_and(|value| (value - expected).abs() < 1e-9 * expected.abs().max(1.0))
 }
 
 const KERNEL_FILES: [&str; 3] = ["input.py", "problem.py", "test.py"];

@@ -9,11 +9,8 @@ use std::process::Output;
 
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
+use support::runs::stderr;
 use support::{example, fixtures, kactors};
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// What `kactors ARGS` prints on stdout; it must exit 0.
 fn printed(args: &[&str]) -> String {

@@ -7,16 +7,10 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use support::journal::finished;
+use support::runs::journal;
 use support::standin_node::Node;
 use support::{gone_within, is_running};
-
-fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
 
 /// Runs the node's one run, which must end as planned (its stderr shown otherwise): its run
 /// directory and journal.
@@ -38,13 +32,6 @@ fn assert_report_says(run: &Path, parts: &[&str]) {
     for part in parts {
         assert!(report.contains(part), "{part:?} missing from {report}");
     }
-}
-
-fn finished(records: &[Value], candidate: u64) -> &Value {
-    records
-        .iter()
-        .find(|r| r["type"] == "candidate_finished" && r["candidate"] == candidate)
-        .unwrap()
 }
 
 #[test]

@@ -10,27 +10,10 @@ use std::process::Stdio;
 
 use serde_json::Value;
 use support::kactors;
+use support::runs::{journal, only_run_in};
 
 fn matvec() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/optimize_01_matvec")
-}
-
-fn only_run_folder(runs: &Path) -> PathBuf {
-    let folders: Vec<PathBuf> = std::fs::read_dir(runs)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    assert_eq!(folders.len(), 1, "{folders:?}");
-    folders.into_iter().next().unwrap()
-}
-
-/// Every line of the journal, each of which must be a whole JSON object.
-fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("a torn line {l:?}: {e}")))
-        .collect()
 }
 
 fn files_named_partial(root: &Path) -> Vec<PathBuf> {
@@ -80,7 +63,7 @@ fn run_with_output_closed_after(json: bool, lines: usize) -> (Option<i32>, PathB
     }
     drop(reader);
     let status = child.wait().unwrap();
-    (status.code(), only_run_folder(&dir.join("runs")))
+    (status.code(), only_run_in(&dir.join("runs")))
 }
 
 fn assert_finished_and_recorded(run: &Path) {
@@ -151,7 +134,7 @@ fn sighup_is_ignored_and_the_run_goes_on_unattended() {
         (last["type"].as_str(), last["outcome"].as_str()),
         (Some("run_finished"), Some("completed"))
     );
-    let run = only_run_folder(&dir.path().join("runs"));
+    let run = only_run_in(&dir.path().join("runs"));
     let log = std::fs::read_to_string(run.join("kactors.log")).unwrap();
     assert!(log.contains("SIGHUP"), "{log}");
 }
@@ -196,7 +179,7 @@ fn run_on_a_disk_that_fills_at(bytes: u64) -> (Option<i32>, String, PathBuf) {
         .read_to_string(&mut stderr)
         .unwrap();
     let status = child.wait().unwrap();
-    (status.code(), stderr, only_run_folder(&dir.join("runs")))
+    (status.code(), stderr, only_run_in(&dir.join("runs")))
 }
 
 #[test]

@@ -2,13 +2,16 @@
 //! folds to a search state that holds its invariants at every prefix and ends where the run
 //! said it ended: the same best kernel, the same beam.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use actors::journal::{Event, JournalRecord};
+use actors::journal::Event;
 use actors::model::{CandidateId, DeviceId};
 use actors::search::{Pacing, SearchKind, SearchSettings};
 use actors::search_state::{SearchConfig, SearchState};
+use support::journal::typed_records;
 
 fn dry_run(config: &str) -> PathBuf {
     let dir = tempfile::tempdir().unwrap().keep();
@@ -56,10 +59,9 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
 }
 
 fn assert_folds(run: &Path, config: SearchConfig) {
-    let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
-    let events: Vec<Event> = text
-        .lines()
-        .map(|line| JournalRecord::from_line(line).unwrap().event)
+    let events: Vec<Event> = typed_records(run)
+        .into_iter()
+        .map(|record| record.event)
         .collect();
     for end in 0..=events.len() {
         let state = SearchState::rebuild(config.clone(), &events[..end]);

@@ -131,6 +131,34 @@ fn imports(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<Str
             }
         }
     }
+    found.extend(child_imports(module, code, modules));
+    found
+}
+
+/// The child modules `module` names in `use child::...` (or `use self::child::...`), such as
+/// a parent's re-export of what its child defines: a file that imports the parent's name
+/// depends on the child as much as if it named the child.
+fn child_imports(module: &str, code: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (start, _) in code.match_indices("use ") {
+        if code[..start].ends_with(is_ident) {
+            continue;
+        }
+        for path in path_tree(&code[start + "use ".len()..]) {
+            let path: Vec<&str> = path
+                .iter()
+                .map(String::as_str)
+                .skip_while(|segment| *segment == "self")
+                .collect();
+            let Some(child) = path.first() else {
+                continue;
+            };
+            let candidate = format!("{module}::{child}");
+            if modules.contains(&candidate) {
+                found.insert(candidate);
+            }
+        }
+    }
     found
 }
 
@@ -231,19 +259,44 @@ fn each_layer_imports_only_the_layers_below_it() {
     );
 }
 
-/// The files of one folder import each other in one direction only.
+/// The files of one folder import each other in one direction only, and so do those of each
+/// folder inside it. A file that imports something inside a sibling folder (or its parent
+/// file, which re-exports it) imports that sibling; a folder's own files may use their parent
+/// file, the folder's face to the rest.
 fn check_no_circle_in(graph: &BTreeMap<String, BTreeSet<String>>, folder: &str) {
     let prefix = format!("{folder}::");
-    let siblings: BTreeMap<&str, Vec<&str>> = graph
+    let sibling_of = |name: &str| -> Option<String> {
+        let rest = name.strip_prefix(&prefix)?;
+        let child = rest.split("::").next()?;
+        Some(format!("{prefix}{child}"))
+    };
+    let mut owned: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, imported) in graph {
+        let Some(sibling) = sibling_of(module) else {
+            continue;
+        };
+        let targets: Vec<String> = imported
+            .iter()
+            .filter_map(|name| sibling_of(name))
+            .filter(|target| *target != sibling)
+            .collect();
+        owned.entry(sibling).or_default().extend(targets);
+    }
+    for sibling in owned.keys() {
+        let is_folder = graph
+            .keys()
+            .any(|module| under(module, sibling) && module != sibling);
+        if is_folder {
+            check_no_circle_in(graph, sibling);
+        }
+    }
+    let siblings: BTreeMap<&str, Vec<&str>> = owned
         .iter()
-        .filter(|(module, _)| module.starts_with(&prefix))
-        .map(|(module, imported)| {
-            let inside = imported
-                .iter()
-                .filter(|name| name.starts_with(&prefix))
-                .map(String::as_str)
-                .collect();
-            (module.as_str(), inside)
+        .map(|(module, targets)| {
+            (
+                module.as_str(),
+                targets.iter().map(String::as_str).collect(),
+            )
         })
         .collect();
     fn visit<'a>(
@@ -251,29 +304,43 @@ fn check_no_circle_in(graph: &BTreeMap<String, BTreeSet<String>>, folder: &str) 
         siblings: &BTreeMap<&'a str, Vec<&'a str>>,
         path: &mut Vec<&'a str>,
         done: &mut BTreeSet<&'a str>,
+        circles: &mut Vec<String>,
     ) {
         if let Some(at) = path.iter().position(|seen| *seen == module) {
-            panic!("import circle: {} -> {module}", path[at..].join(" -> "));
+            circles.push(format!("{} -> {module}", path[at..].join(" -> ")));
+            return;
         }
         if !done.insert(module) {
             return;
         }
         path.push(module);
         for next in siblings.get(module).into_iter().flatten() {
-            visit(next, siblings, path, done);
+            visit(next, siblings, path, done, circles);
         }
         path.pop();
     }
     let mut done = BTreeSet::new();
+    let mut circles = Vec::new();
     for module in siblings.keys() {
-        visit(module, &siblings, &mut Vec::new(), &mut done);
+        visit(module, &siblings, &mut Vec::new(), &mut done, &mut circles);
     }
+    assert!(circles.is_empty(), "import circles: {circles:#?}");
 }
 
 #[test]
-fn no_import_circle_among_the_files_of_the_vendor_profiling_slurm_and_agent_folders() {
+fn no_import_circle_among_the_files_of_the_vendor_profiling_slurm_agent_commands_and_process_folders()
+ {
     let graph = import_graph();
-    for folder in ["nvidia", "rocm", "profiling", "devices", "slurm", "agent"] {
+    for folder in [
+        "nvidia",
+        "rocm",
+        "profiling",
+        "devices",
+        "slurm",
+        "agent",
+        "commands",
+        "process",
+    ] {
         check_no_circle_in(&graph, folder);
     }
 }
@@ -296,6 +363,83 @@ fn the_import_reader_sees_groups_nested_paths_and_super() {
     assert_eq!(
         imports("nvidia", "use crate::nvidia::ncu;", &modules),
         BTreeSet::from(["nvidia::ncu".to_string()])
+    );
+    // A parent's re-export of its child is an import of the child.
+    assert_eq!(
+        imports(
+            "nvidia",
+            "pub(crate) use profile::{C, D};\nuse self::ncu::A;",
+            &modules
+        ),
+        BTreeSet::from(["nvidia::ncu".to_string(), "nvidia::profile".to_string()])
+    );
+}
+
+/// What the actors crate must never name outside its tests: the search and the actors reach
+/// processes, files, the network, the environment and the clock only through their ports
+/// (ARCHITECTURE.md, "The purity rule").
+const IMPURE: [&str; 6] = [
+    "std::process",
+    "std::fs",
+    "std::net",
+    "std::env",
+    "Instant::now",
+    "SystemTime::now",
+];
+
+/// The names of IMPURE that `code` uses, `std::{fs, env::var}` groups included.
+fn impure_names(code: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (start, _) in code.match_indices("std::") {
+        if code[..start].ends_with(is_ident) {
+            continue;
+        }
+        for path in path_tree(&code[start..]) {
+            let name = path.iter().take(2).cloned().collect::<Vec<_>>().join("::");
+            if IMPURE.contains(&name.as_str()) {
+                found.insert(name);
+            }
+        }
+    }
+    for clock in ["Instant::now", "SystemTime::now"] {
+        if code
+            .match_indices(clock)
+            .any(|(start, _)| !code[..start].ends_with(is_ident))
+        {
+            found.insert(clock.to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn the_reader_of_impure_names_sees_groups_and_clocks() {
+    let code =
+        "use std::{fs, io, env::var};\nlet t = std::time::Instant::now();\nMyInstant::now();";
+    assert_eq!(
+        impure_names(code),
+        BTreeSet::from([
+            "Instant::now".to_string(),
+            "std::env".to_string(),
+            "std::fs".to_string()
+        ])
+    );
+}
+
+/// Issue 21: the purity rule, as a test.
+#[test]
+fn the_actors_crate_names_no_process_file_network_environment_or_clock_outside_its_tests() {
+    let src = root().join("actors/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let impure: BTreeMap<String, BTreeSet<String>> = files
+        .iter()
+        .map(|file| (module_of(&src, file), impure_names(&code_of(file))))
+        .filter(|(_, names)| !names.is_empty())
+        .collect();
+    assert!(
+        impure.is_empty(),
+        "actors/src names what only the ports may reach: {impure:#?}"
     );
 }
 

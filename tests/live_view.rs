@@ -9,7 +9,7 @@ mod support;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -17,6 +17,7 @@ use std::time::Duration;
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::pty::{Winsize, openpty};
 use serde_json::Value;
+use support::runs::only_run_in;
 use support::{example, kactors};
 
 /// The terminal kactors sees: wide enough that no line of a run's stderr wraps.
@@ -99,15 +100,6 @@ fn finish(mut child: Child, chunks: &mpsc::Receiver<Vec<Vec<u8>>>) -> (Option<i3
         panic!("the terminal was not closed within {GENEROUS:?}");
     });
     (child.wait().unwrap().code(), read)
-}
-
-fn only_run_folder(runs: &Path) -> PathBuf {
-    let folders: Vec<PathBuf> = std::fs::read_dir(runs)
-        .unwrap()
-        .map(|entry| entry.unwrap().path())
-        .collect();
-    assert_eq!(folders.len(), 1, "{folders:?}");
-    folders.into_iter().next().unwrap()
 }
 
 /// What the terminal showed: every screen the bars were drawn on (the rows above the cursor
@@ -302,7 +294,7 @@ fn with_json_on_the_same_terminal_every_event_is_a_whole_line_and_no_bar_tears()
             serde_json::from_str(row).unwrap_or_else(|e| panic!("a torn event {row:?}: {e}"))
         })
         .collect();
-    let run = only_run_folder(&dir.path().join("runs"));
+    let run = only_run_in(&dir.path().join("runs"));
     let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
     assert_eq!(
         events.len(),
@@ -377,7 +369,7 @@ fn a_terminal_that_goes_away_mid_run_drops_the_bars_and_the_run_ends_as_planned(
         let _ = sender.send(child.wait().unwrap().code());
     });
     assert_eq!(exited.recv_timeout(GENEROUS).unwrap(), Some(0));
-    let run = only_run_folder(&dir.path().join("runs"));
+    let run = only_run_in(&dir.path().join("runs"));
     let journal = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
     let last: Value = serde_json::from_str(journal.lines().last().unwrap()).unwrap();
     assert_eq!(

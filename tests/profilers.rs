@@ -22,6 +22,7 @@ use kactors::profiling::{
 };
 use kactors::rocm::{RocmDeviceFacts, RocmPeaks, RocprofProfiler, RocprofSettings};
 use serde_json::{Value, json};
+use support::journal::close;
 use support::{fixtures, is_running};
 
 const DEVICE: DeviceId = DeviceId(0);
@@ -222,12 +223,6 @@ fn pids_in(file: &Path) -> Vec<i32> {
         .lines()
         .map(|line| line.parse().unwrap())
         .collect()
-}
-
-fn close(value: &Value, expected: f64) -> bool {
-    value
-        .as_f64()
-        .is_some_and(|value| (value - expected).abs() < 1e-9 * expected.abs().max(1.0))
 }
 
 #[test]

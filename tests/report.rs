@@ -11,26 +11,15 @@ use serde_json::{Value, json};
 
 mod support;
 
+use support::runs::{journal, stderr};
 use support::{example, kactors};
 
 fn report(dir: &Path, args: &[&str]) -> Output {
     kactors(dir).arg("report").args(args).output().unwrap()
 }
 
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-}
-
-/// A journal's records, by key.
-fn journal(run: &Path) -> Vec<Value> {
-    read(&run.join("journal.jsonl"))
-        .lines()
-        .filter_map(|line| serde_json::from_str(line).ok())
-        .collect()
 }
 
 fn of_type<'a>(records: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {

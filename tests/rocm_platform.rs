@@ -9,6 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use support::runs::journal;
 use support::standin_node::standin_kernel;
 use support::{fixtures, is_running, write_executable};
 
@@ -89,11 +90,7 @@ fn run(node: &Path, mode: &str) -> (std::process::Output, Vec<Value>, PathBuf) {
         .unwrap()
         .unwrap()
         .path();
-    let journal = std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let journal = journal(&run);
     (output, journal, run)
 }
 

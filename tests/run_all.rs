@@ -13,8 +13,8 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 use support::llm_server::{LlmServer, chat_completion};
-use support::runs::journal;
-use support::{example, kactors, send_signal, write_executable};
+use support::runs::{journal, stderr};
+use support::{example, kactors, send_signal, write_nvidia_smi};
 
 /// A host: a folder with `configs/` (strategy files), `bin/` (the only tools on PATH besides
 /// the system's) and the runs under `runs/`.
@@ -99,10 +99,6 @@ impl Host {
 
 fn count(records: &[Value], kind: &str) -> usize {
     records.iter().filter(|r| r["type"] == kind).count()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// The summary's skipped strategies with their reasons, by name.
@@ -348,9 +344,9 @@ fn on_an_nvidia_host_the_amd_configuration_and_noop_are_skipped_and_the_same_run
             "platform: nvidia\nprovider: replay\nmax_source_bytes: 1\n",
         ),
     ]);
-    write_executable(
+    write_nvidia_smi(
         &host.path().join("bin/nvidia-smi"),
-        "#!/bin/sh\necho '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\n",
+        "echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\n",
     );
     let output = host.run(&example("optimize_01_matvec"), &[]);
     let stderr = stderr(&output);

@@ -17,22 +17,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 use support::gone_within;
-use support::runs::{Running, journal};
+use support::journal::finished;
+use support::runs::{Running, journal, stderr};
 use support::standin_node::Node;
 
 /// The key kactors' environment holds in every stand-in run, which no child may read.
 const KEY: &str = "sk-ant-never-in-a-child";
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn finished(records: &[Value], candidate: u64) -> &Value {
-    records
-        .iter()
-        .find(|r| r["type"] == "candidate_finished" && r["candidate"] == candidate)
-        .unwrap_or_else(|| panic!("candidate {candidate} never finished"))
-}
 
 fn reason(records: &[Value], candidate: u64) -> String {
     finished(records, candidate)["reason"]

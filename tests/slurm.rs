@@ -12,9 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::Value;
+use support::runs::journal;
 use support::slurm::Allocation;
 use support::slurm_run::{
-    SlurmRun, agent_of, journal, kill_step_on_its_node, none_left_within, passing, wait_with_limit,
+    SlurmRun, agent_of, kill_step_on_its_node, none_left_within, passing, wait_with_limit,
 };
 use support::{gone_within, is_running};
 

@@ -24,5 +24,6 @@ pub mod speed_of_light;
 pub mod supervision;
 pub mod supervisor;
 pub mod text;
+pub mod time_limit;
 pub mod tokens;
 pub mod watchdog;

@@ -30,10 +30,10 @@ use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
 use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
 use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
+use crate::time_limit::TimeLimit;
 
 pub use crate::search_state::RECENT_LESSONS;
 pub use resume::{Resume, ResumeRun};
-pub use time_limit::TimeLimit;
 
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {

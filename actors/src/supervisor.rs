@@ -90,21 +90,64 @@ pub struct Interrupt {
 }
 
 pub struct Supervisor {
-    io: Option<RunIo>,
-    ports: Option<WorkPortsBuilder>,
     plan: RunPlan,
-    result: Option<oneshot::Sender<RunResult>>,
-    collector: Option<Addr<Collector>>,
-    watchdog: Option<Addr<Watchdog>>,
-    manager: Option<Addr<Manager>>,
-    factory: Option<Rc<dyn EvaluatorFactory>>,
-    profiler: Option<Addr<Profiler>>,
-    broker: Option<Addr<LlmBroker>>,
+    stage: Stage,
     workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
     restarts: BTreeMap<DeviceId, u32>,
     stop: watch::Sender<bool>,
     interrupts: u32,
     shutting_down: bool,
+}
+
+/// What the Supervisor holds: the ports it starts the run with until `started`, then the
+/// actors it started. No handler runs before `started`, so every handler sees `Running`.
+enum Stage {
+    Starting {
+        io: RunIo,
+        ports: WorkPortsBuilder,
+        result: oneshot::Sender<RunResult>,
+    },
+    /// Only while `started` moves from one stage to the other.
+    Moving,
+    Running(Box<Running>),
+}
+
+/// The actors of a started run.
+struct Running {
+    crew: Crew,
+    manager: Addr<Manager>,
+    broker: Addr<LlmBroker>,
+    /// `run`'s caller, answered once by the shutdown.
+    result: Option<oneshot::Sender<RunResult>>,
+}
+
+/// What a GpuWorker is started with, first at the start and again at each restart.
+struct Crew {
+    collector: Addr<Collector>,
+    watchdog: Addr<Watchdog>,
+    factory: Rc<dyn EvaluatorFactory>,
+    profiler: Option<Addr<Profiler>>,
+}
+
+impl Crew {
+    fn start_worker(
+        &self,
+        device: DeviceId,
+        plan: &RunPlan,
+        stop: &watch::Sender<bool>,
+    ) -> Addr<GpuWorker> {
+        GpuWorker::new(
+            device,
+            self.factory.clone(),
+            self.profiler.clone().map(|profiler| DeviceProfiling {
+                profiler,
+                stop_evaluator: plan.stop_evaluator_during_profile,
+            }),
+            self.collector.clone(),
+            stop.subscribe(),
+        )
+        .start()
+    }
 }
 
 impl Supervisor {
@@ -116,16 +159,8 @@ impl Supervisor {
     ) -> Self {
         let (stop, _) = watch::channel(false);
         Supervisor {
-            io: Some(io),
-            ports: Some(ports),
             plan,
-            result: Some(result),
-            collector: None,
-            watchdog: None,
-            manager: None,
-            factory: None,
-            profiler: None,
-            broker: None,
+            stage: Stage::Starting { io, ports, result },
             workers: BTreeMap::new(),
             restarts: BTreeMap::new(),
             stop,
@@ -134,20 +169,11 @@ impl Supervisor {
         }
     }
 
-    fn start_worker(&self, device: DeviceId) -> Addr<GpuWorker> {
-        GpuWorker::new(
-            device,
-            self.factory.clone().expect("workers start after the ports"),
-            self.profiler.clone().map(|profiler| DeviceProfiling {
-                profiler,
-                stop_evaluator: self.plan.stop_evaluator_during_profile,
-            }),
-            self.collector
-                .clone()
-                .expect("workers start after the collector"),
-            self.stop.subscribe(),
-        )
-        .start()
+    fn running(&self) -> Option<&Running> {
+        match &self.stage {
+            Stage::Running(running) => Some(running),
+            Stage::Starting { .. } | Stage::Moving => None,
+        }
     }
 }
 
@@ -156,7 +182,11 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         crate::panic_note::install();
-        let io = self.io.take().expect("the supervisor starts once");
+        let Stage::Starting { io, ports, result } =
+            std::mem::replace(&mut self.stage, Stage::Moving)
+        else {
+            return;
+        };
         let clock = io.clock.clone();
         let reports = ReportSettings {
             every: match self.plan.manager.pacing {
@@ -175,19 +205,19 @@ impl Actor for Supervisor {
         .start();
         let watchdog =
             Watchdog::new(io.signaller, self.plan.kill_grace, Some(collector.clone())).start();
-        let ports = (self.ports.take().expect("the supervisor starts once"))(WatchdogClient::new(
-            watchdog.clone(),
-        ));
+        let ports = ports(WatchdogClient::new(watchdog.clone()));
         match &self.plan.resume {
             None => collector.do_send(Record(self.plan.started.clone())),
             Some(resume) => collector.do_send(Seed(resume.records.clone())),
         }
-        self.collector = Some(collector.clone());
-        self.watchdog = Some(watchdog);
-        self.factory = Some(ports.evaluators);
-        self.profiler = ports.profiler.map(|backend| Profiler::new(backend).start());
+        let crew = Crew {
+            collector: collector.clone(),
+            watchdog,
+            factory: ports.evaluators,
+            profiler: ports.profiler.map(|backend| Profiler::new(backend).start()),
+        };
         for device in self.plan.manager.devices.clone() {
-            let worker = self.start_worker(device);
+            let worker = crew.start_worker(device, &self.plan, &self.stop);
             self.workers.insert(device, worker);
         }
         let broker = LlmBroker::new(
@@ -196,18 +226,17 @@ impl Actor for Supervisor {
             self.plan.manager.reflexions_in_flight,
         )
         .start();
-        self.broker = Some(broker.clone());
         let me = ctx.address();
         let supervisor = SupervisorLink {
             done: me.clone().recipient(),
             restart: me.clone().recipient(),
             died: me.clone().recipient(),
             records_failed: me.recipient(),
-            evaluators: self.factory.clone().expect("the ports come first"),
+            evaluators: crew.factory.clone(),
         };
         let peers = ManagerPeers {
             workers: self.workers.clone(),
-            broker,
+            broker: broker.clone(),
             collector,
         };
         let manager = Manager::new(
@@ -224,7 +253,12 @@ impl Actor for Supervisor {
             }),
             Some(resume) => manager.do_send(ResumeRun(resume)),
         }
-        self.manager = Some(manager);
+        self.stage = Stage::Running(Box::new(Running {
+            crew,
+            manager,
+            broker,
+            result: Some(result),
+        }));
     }
 }
 
@@ -243,6 +277,9 @@ impl Handler<RestartWorker> for Supervisor {
         if self.shutting_down {
             return Err("the run is shutting down".into());
         }
+        let Stage::Running(running) = &self.stage else {
+            return Err("the run has not started".into());
+        };
         let restarts = self.restarts.entry(message.device).or_insert(0);
         if *restarts >= self.plan.restart_budget {
             return Err(format!(
@@ -252,14 +289,17 @@ impl Handler<RestartWorker> for Supervisor {
         }
         *restarts += 1;
         let restarts = *restarts;
-        let worker = self.start_worker(message.device);
-        self.workers.insert(message.device, worker.clone());
-        if let Some(collector) = &self.collector {
-            collector.do_send(Record(Event::WorkerRestarted {
+        let worker = running
+            .crew
+            .start_worker(message.device, &self.plan, &self.stop);
+        running
+            .crew
+            .collector
+            .do_send(Record(Event::WorkerRestarted {
                 device: message.device,
                 restarts,
             }));
-        }
+        self.workers.insert(message.device, worker.clone());
         Ok(worker)
     }
 }
@@ -269,13 +309,11 @@ impl Supervisor {
     /// Manager reports the run done, everything shuts down in order.
     fn stop_run(&mut self, why: Stop, ctx: &mut Context<Self>) {
         let _ = self.stop.send(true);
-        if let Some(watchdog) = &self.watchdog {
-            watchdog.do_send(TerminateAll);
-        }
-        let Some(manager) = &self.manager else {
+        let Some(running) = self.running() else {
             return;
         };
-        if let Err(SendError::Closed(_)) = manager.try_send(StopRun { why: why.clone() }) {
+        running.crew.watchdog.do_send(TerminateAll);
+        if let Err(SendError::Closed(_)) = running.manager.try_send(StopRun { why: why.clone() }) {
             // A Manager that died tells us so as it is dropped; should that notice be lost, the
             // stop it could not take still ends the run.
             let message = "the manager's mailbox is closed".to_string();
@@ -291,11 +329,14 @@ impl Supervisor {
         self.shutting_down = true;
         let _ = self.stop.send(true);
         let workers: Vec<Addr<GpuWorker>> = self.workers.values().cloned().collect();
-        let watchdog = self.watchdog.clone().expect("the run started");
-        let collector = self.collector.clone().expect("the run started");
-        let result = self.result.take();
-        let profiler = self.profiler.clone();
-        let broker = self.broker.clone();
+        let Stage::Running(running) = &mut self.stage else {
+            return Box::pin(actix::fut::ready(()).map(|(), _, _| System::current().stop()));
+        };
+        let watchdog = running.crew.watchdog.clone();
+        let collector = running.crew.collector.clone();
+        let result = running.result.take();
+        let profiler = running.crew.profiler.clone();
+        let broker = running.broker.clone();
         let resume_command = self.plan.resume_command.clone();
         let shutdown = async move {
             for worker in workers {
@@ -305,9 +346,7 @@ impl Supervisor {
             if let Some(profiler) = profiler {
                 let _ = profiler.send(CloseProfiler).await;
             }
-            if let Some(broker) = broker {
-                let _ = broker.send(CloseBroker).await;
-            }
+            let _ = broker.send(CloseBroker).await;
             let _ = watchdog.send(KillAll).await;
             let event = Event::RunFinished {
                 outcome: done.outcome,
@@ -356,9 +395,10 @@ impl Handler<Interrupt> for Supervisor {
 
     fn handle(&mut self, message: Interrupt, ctx: &mut Context<Self>) {
         self.interrupts += 1;
-        let Some(watchdog) = &self.watchdog else {
+        let Some(running) = self.running() else {
             return;
         };
+        let watchdog = running.crew.watchdog.clone();
         match (self.interrupts, self.shutting_down) {
             (1, false) => self.stop_run(Stop::Signal(message.signal), ctx),
             // The run is already ending in order: only its children are hurried.

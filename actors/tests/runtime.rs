@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use actix::Actor;
 use actors::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step, history};
-use actors::manager::{ManagerSettings, Resume, TimeLimit};
+use actors::manager::{ManagerSettings, Resume};
 use actors::model::{
     CandidateId, DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
@@ -17,6 +17,7 @@ use actors::ports::*;
 use actors::search::{Pacing, SearchKind, SearchSettings};
 use actors::search_state::{SearchConfig, SearchState};
 use actors::supervisor::{Interrupt, RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
+use actors::time_limit::TimeLimit;
 use tokio::sync::{oneshot, watch};
 
 type Journal = Arc<Mutex<Vec<JournalRecord>>>;

@@ -43,7 +43,7 @@ def prepare(work):
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
     smi.write_text(
-        "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\n"
+        "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\necho 'index, name, uuid, pci.bus_id'\n"
         "for i in 0 1 2 3 4 5 6 7; do echo \"$i, NVIDIA H200, GPU-$node-$i, 00000000:00:0$i.0\"; done\n"
     )
     smi.chmod(0o755)

@@ -180,7 +180,7 @@ impl Placement {
     /// `run_started`'s device table.
     pub(super) fn describe(&self) -> Vec<DeviceDescription> {
         match self {
-            Placement::Local(devices) => super::run::describe(devices),
+            Placement::Local(devices) => devices.describe(),
             Placement::Slurm(slurm) => slurm.table.describe(),
         }
     }

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actors::manager::TimeLimit;
 use actors::search::{Pacing, SearchKind, SearchSettings};
+use actors::time_limit::TimeLimit;
 use serde::Serialize;
 
 use super::ranges::{

@@ -98,7 +98,7 @@ impl FakeNode {
             &self.bin(),
             "nvidia-smi",
             &[(
-                "--query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader",
+                "--query-gpu=index,name,uuid,pci.bus_id --format=csv",
                 fixture,
                 exit_code,
             )],

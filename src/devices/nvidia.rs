@@ -1,4 +1,3 @@
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::environment::HostEnvironment;
@@ -8,8 +7,8 @@ use super::tool::{Listing, find_executable, run_tool};
 
 const NVIDIA_SMI: &str = "nvidia-smi";
 
-/// The columns asked of nvidia-smi, in the order it prints them; the query argument is built
-/// from this list and each line is read back through it, so a field is found by its name.
+/// The columns asked of nvidia-smi; the query argument is built from this list and each is
+/// read back by the name nvidia-smi's header gives it.
 const QUERY_FIELDS: [&str; 4] = ["index", "name", "uuid", "pci.bus_id"];
 
 /// nvidia-smi's answer (with a non-zero exit) when the driver works but there is no GPU.
@@ -32,7 +31,7 @@ pub(crate) fn list_nvidia_gpus(host: &HostEnvironment, timeout: Duration) -> Lis
         };
     };
     let query = format!("--query-gpu={}", QUERY_FIELDS.join(","));
-    let output = match run_tool(&program, &[&query, "--format=csv,noheader"], host, timeout) {
+    let output = match run_tool(&program, &[&query, CSV_WITH_HEADER], host, timeout) {
         Ok(output) => output,
         Err(failure) => return Listing::ToolFailed(failure),
     };
@@ -46,35 +45,110 @@ pub(crate) fn list_nvidia_gpus(host: &HostEnvironment, timeout: Duration) -> Lis
         Ok(gpus) => Listing::Gpus(gpus),
         Err(detail) => Listing::ToolFailed(ToolFailure::Unreadable {
             command: output.command,
-            expected: "one CSV line per GPU with index, name, uuid, pci.bus_id",
+            expected: "a CSV header naming index, name, uuid and pci.bus_id, then one line per GPU",
             detail,
         }),
     }
 }
 
-/// Reads `--format=csv,noheader` lines: fields separated by ", ", in QUERY_FIELDS order.
+/// The format argument of every nvidia-smi query: CSV with its header line, so that each
+/// column is found by its name whatever order or extra columns a driver prints.
+pub(crate) const CSV_WITH_HEADER: &str = "--format=csv";
+
+/// nvidia-smi's `--format=csv` answer: a header line naming the columns (`name [unit]` where a
+/// column has a unit), then one line per row, fields separated by ", ".
+pub(crate) struct SmiCsv<'a> {
+    /// The header line as printed.
+    pub(crate) header: &'a str,
+    columns: Vec<&'a str>,
+    rows: Vec<Row<'a>>,
+}
+
+/// One line below the header: the line as printed and its fields.
+pub(crate) struct Row<'a> {
+    pub(crate) line: &'a str,
+    fields: Vec<&'a str>,
+}
+
+impl<'a> SmiCsv<'a> {
+    /// Reads the header and the rows; a row with more or fewer fields than the header is
+    /// unreadable, since which field is which column could then not be told.
+    pub(crate) fn parse(text: &'a str) -> Result<Self, String> {
+        let mut lines = text.lines().filter(|line| !line.trim().is_empty());
+        let header = lines
+            .next()
+            .ok_or_else(|| "no header line (the output is empty)".to_string())?;
+        let columns: Vec<&str> = split_fields(header)
+            .map(|column| column.split(" [").next().unwrap_or(column))
+            .collect();
+        let rows = lines
+            .map(|line| {
+                let fields: Vec<&str> = split_fields(line).collect();
+                if fields.len() == columns.len() {
+                    Ok(Row { line, fields })
+                } else {
+                    Err(format!(
+                        "{} fields under a header of {} ({}) in {line:?}",
+                        fields.len(),
+                        columns.len(),
+                        columns.join(", ")
+                    ))
+                }
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            header,
+            columns,
+            rows,
+        })
+    }
+
+    /// Where the column `name` is, or which columns the header has instead.
+    pub(crate) fn column(&self, name: &str) -> Result<usize, String> {
+        self.columns
+            .iter()
+            .position(|column| *column == name)
+            .ok_or_else(|| {
+                format!(
+                    "no column {name:?} in the header ({})",
+                    self.columns.join(", ")
+                )
+            })
+    }
+
+    pub(crate) fn rows(&self) -> &[Row<'a>] {
+        &self.rows
+    }
+}
+
+impl<'a> Row<'a> {
+    /// The field in column `column` (an index from [`SmiCsv::column`] of this row's table).
+    pub(crate) fn field(&self, column: usize) -> &'a str {
+        self.fields[column]
+    }
+}
+
+fn split_fields(line: &str) -> impl Iterator<Item = &str> {
+    line.split(',').map(str::trim)
+}
+
+/// Reads the `--format=csv` answer to the QUERY_FIELDS query, each field by its column's name.
 pub(crate) fn parse_query_output(text: &str) -> Result<Vec<NvidiaGpu>, String> {
-    text.lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| {
-            let values: Vec<&str> = line.split(',').map(str::trim).collect();
-            if values.len() != QUERY_FIELDS.len() {
-                return Err(format!(
-                    "{} fields where {} were asked for ({}) in {line:?}",
-                    values.len(),
-                    QUERY_FIELDS.len(),
-                    QUERY_FIELDS.join(", ")
-                ));
-            }
-            let fields: BTreeMap<&str, &str> = QUERY_FIELDS.into_iter().zip(values).collect();
-            let index = fields["index"];
+    let table = SmiCsv::parse(text)?;
+    let [index, name, uuid, bus_id] = QUERY_FIELDS.map(|field| table.column(field));
+    let (index, name, uuid, bus_id) = (index?, name?, uuid?, bus_id?);
+    table
+        .rows()
+        .iter()
+        .map(|row| {
+            let value = row.field(index);
             Ok(NvidiaGpu {
-                index: index
+                index: value
                     .parse()
-                    .map_err(|_| format!("index {index:?} is not a number in {line:?}"))?,
-                name: fields["name"].to_string(),
-                uuid: fields["uuid"].to_string(),
-                bus_id: fields["pci.bus_id"].to_string(),
+                    .map_err(|_| format!("index {value:?} is not a number in {:?}", row.line))?,
+                name: row.field(name).to_string(),
+                uuid: row.field(uuid).to_string(),
+                bus_id: row.field(bus_id).to_string(),
             })
         })
         .collect()
@@ -140,16 +214,60 @@ mod tests {
         );
     }
 
+    /// Issue 21 (#14): columns are found by the header's names, so the real H200 answer with
+    /// an extra column (memory.total, with its unit) and a reordered one read the same GPU.
     #[test]
-    fn a_listing_with_other_columns_is_unreadable() {
+    fn extra_and_reordered_columns_are_read_by_name() {
+        for fixture in [
+            "nvidia-smi-h200-memory-column.csv",
+            "nvidia-smi-h200-reordered.csv",
+        ] {
+            assert_eq!(
+                parse_query_output(&fixture_text(fixture)).unwrap(),
+                vec![h200()],
+                "{fixture}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_listing_without_an_asked_column_or_header_is_unreadable() {
+        // Real: an H200's answer to a query without uuid and pci.bus_id.
         assert_eq!(
-            parse_query_output(&fixture_text("nvidia-smi-h200-memory-column.csv")).unwrap_err(),
-            "5 fields where 4 were asked for (index, name, uuid, pci.bus_id) in \"0, NVIDIA H200, \
-             GPU-5beddb9d-b3cb-7e53-54c9-13c55d854a1f, 00000000:00:06.0, 143771 MiB\""
+            parse_query_output(&fixture_text("nvidia-smi-h200-no-uuid.csv")).unwrap_err(),
+            "no column \"uuid\" in the header (index, name, driver_version, compute_cap, serial, \
+             pci.device_id, pci.domain, pci.bus)"
+        );
+        // Real: the `noheader` answer kactors asked for before, whose first GPU is no header.
+        assert_eq!(
+            parse_query_output(&fixture_text("nvidia-smi-h200-noheader.csv")).unwrap_err(),
+            "no column \"index\" in the header (0, NVIDIA H200, \
+             GPU-5beddb9d-b3cb-7e53-54c9-13c55d854a1f, 00000000:00:06.0, 143771 MiB)"
         );
         assert_eq!(
-            parse_query_output("x, NVIDIA H200, GPU-1, 00000000:00:06.0\n").unwrap_err(),
+            parse_query_output("").unwrap_err(),
+            "no header line (the output is empty)"
+        );
+        assert_eq!(
+            parse_query_output("index, name, uuid, pci.bus_id\n0, NVIDIA H200, GPU-1\n")
+                .unwrap_err(),
+            "3 fields under a header of 4 (index, name, uuid, pci.bus_id) in \
+             \"0, NVIDIA H200, GPU-1\""
+        );
+        assert_eq!(
+            parse_query_output(
+                "index, name, uuid, pci.bus_id\nx, NVIDIA H200, GPU-1, 00000000:00:06.0\n"
+            )
+            .unwrap_err(),
             "index \"x\" is not a number in \"x, NVIDIA H200, GPU-1, 00000000:00:06.0\""
+        );
+    }
+
+    #[test]
+    fn a_header_alone_lists_no_gpu() {
+        assert_eq!(
+            parse_query_output("index, name, uuid, pci.bus_id\n").unwrap(),
+            vec![]
         );
     }
 
@@ -204,7 +322,7 @@ mod tests {
         assert_eq!(gpus, vec![h200()]);
         assert_eq!(
             node.calls(),
-            vec!["nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader"]
+            vec!["nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv"]
         );
     }
 
@@ -228,7 +346,7 @@ mod tests {
         assert_eq!(
             failure.to_string(),
             format!(
-                "{}/nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader \
+                "{}/nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv \
                  failed (exit status: 9): NVIDIA-SMI has failed because it couldn't communicate \
                  with the NVIDIA driver. Make sure that the latest NVIDIA driver is installed and \
                  running.",

@@ -718,7 +718,7 @@ mod tests {
 
     #[test]
     fn only_the_tools_a_decision_needs_are_called() {
-        let nvidia_smi = "nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader";
+        let nvidia_smi = "nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv";
         let amd_smi = ["amd-smi list -e --json", "amd-smi static --asic --json"];
         let cases: [(PlatformRequest, Vars, Vec<&str>); 6] = [
             (AUTO, &[], vec![nvidia_smi]),
@@ -746,7 +746,7 @@ mod tests {
         check(&node, &[(AUTO, &[], &none), (NOOP, &[], "noop 0,1")]);
         assert_eq!(
             node.calls(),
-            vec!["nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv,noheader"]
+            vec!["nvidia-smi --query-gpu=index,name,uuid,pci.bus_id --format=csv"]
         );
     }
 
@@ -758,7 +758,7 @@ mod tests {
         assert_eq!(
             outcome(&node, &request(AUTO), &[]),
             "no GPU visible: <node>/bin/nvidia-smi --query-gpu=index,name,uuid,pci.bus_id \
-             --format=csv,noheader failed (exit status: 9): NVIDIA-SMI has failed because it \
+             --format=csv failed (exit status: 9): NVIDIA-SMI has failed because it \
              couldn't communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver \
              is installed and running.; <node>/bin/amd-smi list -e --json printed output that is \
              not amd-smi's JSON list or its \"GPU: n\" text blocks: no \"GPU: n\" block"

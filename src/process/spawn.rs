@@ -12,9 +12,9 @@ use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use tokio::signal::unix::{SignalKind, signal};
 
+use super::child_files::ChildFiles;
 use super::environment::ChildEnv;
 use super::group::ProcessGroup;
-use super::leak::ChildFiles;
 use super::protocol::{ChildEnds, ProtocolPipes, place_child_ends, protocol_pipes};
 
 /// What to run, where, and with what.

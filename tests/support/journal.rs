@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use actors::journal::JournalRecord;
 use serde_json::Value;
 
 /// A run's journal: every process's records, whole lines only.
@@ -11,13 +12,7 @@ pub struct Journal(pub Vec<Value>);
 
 impl Journal {
     pub fn read(run: &Path) -> Journal {
-        Journal(
-            std::fs::read_to_string(run.join("journal.jsonl"))
-                .unwrap()
-                .lines()
-                .map(|line| serde_json::from_str(line).unwrap())
-                .collect(),
-        )
+        Journal(super::runs::journal(run))
     }
 
     /// Whatever the journal holds now, a torn last line left out: for polling a live run or
@@ -100,4 +95,28 @@ impl Journal {
 
 pub fn candidate_of(record: &Value) -> u64 {
     record["candidate"].as_u64().unwrap()
+}
+
+/// The `candidate_finished` record of `candidate`.
+pub fn finished(records: &[Value], candidate: u64) -> &Value {
+    records
+        .iter()
+        .find(|r| r["type"] == "candidate_finished" && r["candidate"] == candidate)
+        .unwrap_or_else(|| panic!("candidate {candidate} never finished"))
+}
+
+/// A run's journal as the runtime reads it: every line a `JournalRecord`.
+pub fn typed_records(run: &Path) -> Vec<JournalRecord> {
+    std::fs::read_to_string(run.join("journal.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|line| JournalRecord::from_line(line).unwrap())
+        .collect()
+}
+
+/// Whether a JSON number is `expected`, to a relative 1e-9.
+pub fn close(value: &Value, expected: f64) -> bool {
+    value
+        .as_f64()
+        .is_some_and(|value| (value - expected).abs() < 1e-9 * expected.abs().max(1.0))
 }

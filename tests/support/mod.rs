@@ -63,6 +63,15 @@ pub fn write_executable(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
 
+/// A fake nvidia-smi at `path`: the CSV header kactors' listing query names, then what the
+/// shell `gpu_lines` prints, one line per GPU (`index, name, uuid, pci.bus_id`).
+pub fn write_nvidia_smi(path: &Path, gpu_lines: &str) {
+    write_executable(
+        path,
+        &format!("#!/bin/sh\necho 'index, name, uuid, pci.bus_id'\n{gpu_lines}"),
+    );
+}
+
 /// Whether a process is alive: gone, a zombie waiting for its reaper (often init, seconds
 /// later) or dead all count as ended.
 pub fn is_running(pid: i32) -> bool {

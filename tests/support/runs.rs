@@ -21,6 +21,10 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 pub fn assert_exit(output: &Output, code: i32) {
     assert_eq!(output.status.code(), Some(code), "{}", stderr(output));
 }
@@ -103,12 +107,17 @@ pub fn wait_for<T>(what: &str, mut until: impl FnMut() -> Option<T>) -> T {
 
 /// The one run folder under `folder/runs`.
 pub fn only_run(folder: &Path) -> PathBuf {
-    let runs: Vec<PathBuf> = std::fs::read_dir(folder.join("runs"))
+    only_run_in(&folder.join("runs"))
+}
+
+/// The one run folder in `runs`.
+pub fn only_run_in(runs: &Path) -> PathBuf {
+    let folders: Vec<PathBuf> = std::fs::read_dir(runs)
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .collect();
-    assert_eq!(runs.len(), 1, "one run: {runs:?}");
-    runs[0].clone()
+    assert_eq!(folders.len(), 1, "one run: {folders:?}");
+    folders[0].clone()
 }
 
 /// A run's journal, every line read as JSON.
@@ -116,6 +125,8 @@ pub fn journal(run: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(run.join("journal.jsonl"))
         .unwrap()
         .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("a torn line {line:?}: {e}"))
+        })
         .collect()
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::standin_node::standin_kernel;
-use super::{standin_python, write_executable};
+use super::{standin_python, write_nvidia_smi};
 
 pub struct SlurmRun {
     pub dir: tempfile::TempDir,
@@ -19,9 +19,9 @@ pub struct SlurmRun {
 /// A fake nvidia-smi in `bin` that lists four H200s on whichever node runs it, each UUID
 /// naming the node (Slurm's SLURMD_NODENAME in a step): `GPU-n2-0000-0000-0000-000000000001`.
 pub fn write_node_nvidia_smi(bin: &Path) {
-    write_executable(
+    write_nvidia_smi(
         &bin.join("nvidia-smi"),
-        "#!/bin/sh\nnode=${SLURMD_NODENAME:-head}\nfor i in 0 1 2 3; do\n  echo \"$i, NVIDIA H200, GPU-$node-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"\ndone\n",
+        "node=${SLURMD_NODENAME:-head}\nfor i in 0 1 2 3; do\n  echo \"$i, NVIDIA H200, GPU-$node-0000-0000-0000-00000000000$i, 00000000:00:0$i.0\"\ndone\n",
     );
 }
 
@@ -97,14 +97,6 @@ impl SlurmRun {
         runs.sort();
         runs
     }
-}
-
-pub fn journal(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| serde_json::from_str(line).unwrap())
-        .collect()
 }
 
 /// `count` candidates that pass, each with its own code and time.

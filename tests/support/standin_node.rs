@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use super::{standin_python, write_executable};
+use super::{standin_python, write_nvidia_smi};
 
 /// The two GPUs' lines as the fake nvidia-smi prints them.
 const TWO_H200: &str = "echo '0, NVIDIA H200, GPU-aaaaaaaa-0000-0000-0000-000000000000, 00000000:00:06.0'\necho '1, NVIDIA H200, GPU-bbbbbbbb-0000-0000-0000-000000000000, 00000000:00:07.0'\n";
@@ -72,10 +72,7 @@ impl Node {
 
     /// The GPUs nvidia-smi lists: `lines` is the shell that prints them.
     pub fn with_gpus(self, lines: &str) -> Node {
-        write_executable(
-            &self.dir.path().join("bin/nvidia-smi"),
-            &format!("#!/bin/sh\n{lines}"),
-        );
+        write_nvidia_smi(&self.dir.path().join("bin/nvidia-smi"), lines);
         self
     }
 

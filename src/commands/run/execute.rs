@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Actor;
-use actors::journal::{DeviceDescription, Event, History, JournalRecord};
+use actors::journal::{Event, History, JournalRecord};
 use actors::manager::{ManagerSettings, Resume};
-use actors::model::{DeviceId, KernelSource};
+use actors::model::KernelSource;
 use actors::ports::{LlmProvider, LlmReply};
 use actors::search_state::SearchState;
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
@@ -20,10 +20,8 @@ use tokio::sync::oneshot;
 use crate::check::CheckReport;
 use crate::config::{LlmChoice, RunSettings};
 use crate::console;
-use crate::devices::DeviceKind;
 use crate::dot_env::DotEnv;
 use crate::exit;
-use crate::gpus::RunDevices;
 use crate::kernel_dir::KernelDir;
 use crate::llm::{self, LlmKeys};
 use crate::progress::{ProgressView, SystemClock, TerminalFacts};
@@ -212,25 +210,6 @@ impl Continuation {
             recovered,
         }
     }
-}
-
-/// The journal's description of each device a run on one node uses.
-pub(crate) fn describe(devices: &RunDevices) -> Vec<DeviceDescription> {
-    devices
-        .selection
-        .devices
-        .iter()
-        .map(|device| {
-            DeviceDescription::on_one_node(
-                DeviceId(device.id),
-                match device.kind {
-                    DeviceKind::Noop => format!("noop simulated device {}", device.id),
-                    _ => device.name.clone(),
-                },
-                device.uuid().map(str::to_string),
-            )
-        })
-        .collect()
 }
 
 /// The most requests for code steady search may keep in flight when max_inflight is not set:

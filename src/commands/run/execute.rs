@@ -594,7 +594,7 @@ mod tests {
                 panic!("--model asks an llm: {:?}", settings.llm);
             };
             let raw = remote_llm_config(provider.as_deref(), &model, &keys, false).unwrap();
-            let api_key = |_: &str| Some("sk-test".to_string());
+            let api_key = |name: &str| name.ends_with("_API_KEY").then(|| "sk-test".to_string());
             llm::resolve(&raw, &api_key).unwrap()
         };
         let opus = resolved(

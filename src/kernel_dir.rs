@@ -1,6 +1,7 @@
 //! A kernel directory in KernelAgent's layout: input.py with `kernel_function`, problem.py with
-//! `Model`, `get_inputs` and `get_init_inputs`, and test.py. kactors reads it and never writes
-//! into it.
+//! `Model`, `get_inputs` and `get_init_inputs`, and test.py. Only problem.py is required: without
+//! input.py the run starts with generation, and without test.py kactors's own verification is
+//! the test. kactors reads it and never writes into it.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,7 @@ use crate::user_file::{self, UserFileError};
 pub enum KernelDirError {
     #[error("kernel directory {0} does not exist or is not a directory")]
     NotADirectory(PathBuf),
-    #[error("{source}; a kernel directory holds input.py, problem.py and test.py")]
+    #[error("{source}; a kernel directory holds problem.py, and input.py and test.py if it has them")]
     Read {
         #[source]
         source: UserFileError,
@@ -44,7 +45,8 @@ pub enum KernelDirError {
 #[derive(Clone, Debug)]
 pub struct KernelDir {
     pub root: PathBuf,
-    pub initial: KernelSource,
+    /// input.py; `None` when the directory has none (the run generates seed kernels).
+    pub initial: Option<KernelSource>,
 }
 
 /// A file of the kernel directory, refused before it is read when it is not a regular file or
@@ -87,8 +89,14 @@ impl KernelDir {
             return Err(KernelDirError::NotADirectory(root.to_path_buf()));
         }
         let input_path = root.join("input.py");
-        let input = read(input_path.clone(), max_source_bytes)?;
-        if !defines(&input, "kernel_function") {
+        let input = match read(input_path.clone(), max_source_bytes) {
+            Err(KernelDirError::Read { source }) if source.is_missing() => None,
+            Err(error) => return Err(error),
+            Ok(input) => Some(input),
+        };
+        if let Some(input) = &input
+            && !defines(input, "kernel_function")
+        {
             return Err(KernelDirError::Missing {
                 path: input_path,
                 name: "kernel_function",
@@ -128,7 +136,7 @@ impl KernelDir {
         }
         Ok(KernelDir {
             root: root.to_path_buf(),
-            initial: KernelSource::new(input),
+            initial: input.map(KernelSource::new),
         })
     }
 }

@@ -127,7 +127,7 @@ impl LlmProvider for ReplayProvider {
         request: LlmRequest,
     ) -> LocalFuture<'static, Result<LlmReply, LlmError>> {
         let file = match request.kind {
-            RequestKind::Optimize | RequestKind::Refine => Some(
+            RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine => Some(
                 self.files
                     .get(self.file_index(&request.request_id))
                     .cloned(),
@@ -139,7 +139,7 @@ impl LlmProvider for ReplayProvider {
             match (request.kind, file) {
                 (RequestKind::Analysis, _) => Ok(text_reply("no analysis available")),
                 (RequestKind::Reflexion, _) => Ok(text_reply("")),
-                (RequestKind::Optimize | RequestKind::Refine, file) => {
+                (RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine, file) => {
                     let file = file.flatten().ok_or(LlmError::Exhausted)?;
                     let (path, limit) = (file.clone(), self.max_bytes);
                     // The bounded reader blocks (briefly: it refuses what is not a regular file

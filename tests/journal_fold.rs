@@ -52,6 +52,7 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
         stop_at_roofline: false,
         requests_per_minute: None,
         reflexions_in_flight: 8,
+        generation: None,
     }
 }
 

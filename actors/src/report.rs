@@ -425,15 +425,21 @@ impl RunSummary {
                 passed,
                 exit_code,
                 error,
+                not_run,
                 ..
             } => {
-                self.user_test = Some(match (passed, error) {
-                    (Some(true), _) => format!("passed ({folder}/test.log)"),
-                    (Some(false), _) => {
-                        format!("FAILED with exit code {exit_code:?} ({folder}/test.log)")
+                self.user_test = Some(match (passed, error, not_run) {
+                    (Some(true), _, _) => format!("passed ({folder}/test.log)"),
+                    (Some(false), _, _) => {
+                        let ending = exit_code.map_or_else(
+                            || "ended by a signal".to_string(),
+                            |code| format!("with exit code {code}"),
+                        );
+                        format!("FAILED {ending} ({folder}/test.log)")
                     }
-                    (None, Some(error)) => format!("could not run: {error}"),
-                    (None, None) => "not run: the platform runs no Python".into(),
+                    (None, Some(error), _) => format!("could not run: {error}"),
+                    (None, None, Some(why)) => format!("not run: {why}"),
+                    (None, None, None) => "not run: the platform runs no Python".into(),
                 });
             }
             Event::EvaluatorStarted { device, ready, .. } => {

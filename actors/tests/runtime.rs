@@ -428,7 +428,7 @@ impl LlmProvider for ScriptedLlm {
                     Ok(text_reply(lesson))
                 });
             }
-            RequestKind::Optimize | RequestKind::Refine => {}
+            RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine => {}
         }
         if let Some(by_request) = self.by_request {
             let code = by_request(&request.request_id);
@@ -513,6 +513,9 @@ impl PromptBuilder for RecordingPrompts {
     fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String> {
         self.reflexions.borrow_mut().push(context.clone());
         plain(format!("reflect on candidate {}", context.candidate))
+    }
+    fn seed(&self, context: &actors::ports::SeedContext) -> Result<RenderedPrompt, String> {
+        plain(format!("write seed {}", context.candidate))
     }
 }
 
@@ -664,6 +667,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             final_files: Vec::new(),
             requests_per_minute: None,
             reflexions_in_flight: 8,
+            generation: None,
             time_limit: scenario.time_limit,
             evaluations_fill_the_disk: true,
         },
@@ -2491,12 +2495,14 @@ fn the_collector_journals_nothing_after_run_finished() {
         best_candidate: None,
         best_ms: None,
         initial_ms: None,
+        resume: None,
     };
     actix::System::new().block_on(async move {
         let collector = Collector::new(
             Box::new(store),
             Box::new(Silent),
             Arc::new(WallClock),
+            actors::collector::ReportSettings::default(),
             NoOneListens.start().recipient(),
         )
         .start();

@@ -16,7 +16,7 @@ use crate::vendor::{Platform, Vendor};
 
 use super::ranges::{
     BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_CANDIDATES, MAX_DURATION_S, MAX_INFLIGHT,
-    MAX_REFINEMENTS, MAX_SOURCE_BYTES, SEARCH_FACTOR, max_duration_words, parse_max_time,
+    MAX_REFINEMENTS, MAX_SOURCE_BYTES, NUM_SEEDS, SEARCH_FACTOR, max_duration_words, parse_max_time,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +126,10 @@ pub struct ConfigFile {
     pub test_timeout_s: Option<f64>,
     /// Further attempts at a candidate that failed verification; 0 turns refinement off.
     pub max_refinements: Option<u32>,
+    /// Seed kernels asked for when the run starts with generation (no input.py, or --generate).
+    pub num_seeds: Option<u32>,
+    /// Which verified seeds make the first beam: `first_seed` (the default) or `all_seeds`.
+    pub generation: Option<String>,
     /// kactors' own prompt templates replaced by files, relative to the configuration file.
     pub templates: BTreeMap<String, PathBuf>,
     pub platform: Option<PlatformSpec>,
@@ -178,6 +182,8 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "bottleneck_override",
     "test_timeout_s",
     "max_refinements",
+    "num_seeds",
+    "generation",
     "templates",
     "platform",
     "platform_kwargs",
@@ -613,6 +619,20 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "test_timeout_s" => config.test_timeout_s = Some(reader.seconds(key, value)?),
             "max_refinements" => {
                 config.max_refinements = Some(reader.whole(key, value, MAX_REFINEMENTS)?)
+            }
+            "num_seeds" => config.num_seeds = Some(reader.whole(key, value, NUM_SEEDS)?),
+            "generation" => {
+                let kept: String = reader.value(key, value, "first_seed or all_seeds")?;
+                if kept != "first_seed" && kept != "all_seeds" {
+                    return Err(ConfigError::InvalidValue {
+                        file: file.to_string(),
+                        key: key.to_string(),
+                        message: format!(
+                            "unknown generation \"{kept}\": expected first_seed or all_seeds"
+                        ),
+                    });
+                }
+                config.generation = Some(kept);
             }
             "templates" => {
                 for (name, value) in reader.mapping(key, value)? {

@@ -23,6 +23,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
         stop_at_roofline: false,
         requests_per_minute: None,
         reflexions_in_flight: 8,
+        generation: None,
     }
 }
 
@@ -122,6 +123,7 @@ fn describe(decision: &Decision) -> String {
                 round,
                 proposal_index,
                 device,
+                ..
             } => format!(
                 "planned {candidate} in round {round} from {parent} (proposal {proposal_index}) on {device}"
             ),
@@ -188,6 +190,12 @@ fn describe(decision: &Decision) -> String {
         Decision::RequestRefinement { context, .. } => format!(
             "ask to fix {} (attempt {} of {})",
             context.candidate, context.attempt, context.max_refinements
+        ),
+        Decision::RequestSeed { context, .. } => format!(
+            "ask for seed {} (attempt {}, {} earlier)",
+            context.candidate,
+            context.attempt,
+            context.attempts.len()
         ),
         Decision::RequestReflexion { context, .. } => {
             format!("ask what {} taught", context.candidate)

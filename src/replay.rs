@@ -1,4 +1,5 @@
-//! The replay LLM provider: offline answers from files. Each request for code gets the next
+//! The replay LLM provider: offline answers from files. Each request for code (a seed of
+//! generation, a refinement, an optimization) gets the next
 //! Python file of the replay folder in name order, in the order the requests are sent (so the
 //! same request gets the same file however the replies arrive, and a resumed run hands out
 //! the files as the run left alone would), after a configured latency; after the last file it

@@ -939,3 +939,59 @@ fn a_rebuilt_state_knows_the_restarting_and_restarted_nodes() {
     rebuilt.resume(&BTreeSet::new());
     assert!((0..4).all(|device| rebuilt.is_in_service(DeviceId(device))));
 }
+
+/// Issue 20: a seed's refinement prompt carries its latest attempts, at most `SEED_HISTORY`
+/// (KernelAgent keeps the last 8), oldest first, each with why it failed.
+#[test]
+fn a_seed_refined_many_times_carries_its_last_eight_attempts() {
+    use crate::ports::SEED_HISTORY;
+    let config = SearchConfig {
+        max_refinements: 10,
+        generation: Some(Generation {
+            num_seeds: 1,
+            kept: SeedsKept::First,
+        }),
+        ..config(1, 1, 1, 1, Pacing::Rounds)
+    };
+    let mut state = SearchState::new(config);
+    let asked = |decisions: Vec<Decision>| {
+        decisions.into_iter().find_map(|decision| match decision {
+            Decision::RequestSeed { context, .. } => Some(context),
+            _ => None,
+        })
+    };
+    let mut context = asked(state.apply(&started(""))).expect("the seed is asked for");
+    for attempt in 0..10 {
+        assert_eq!(context.attempt, attempt);
+        let history: Vec<String> = context
+            .attempts
+            .iter()
+            .map(|a| a.source.text().to_string())
+            .collect();
+        let first = attempt.saturating_sub(SEED_HISTORY as u32);
+        let expected: Vec<String> = (first..attempt).map(|k| format!("seed try {k}")).collect();
+        assert_eq!(history, expected, "attempt {attempt}");
+        let mut reply = answered(1, 0, attempt, ReplyOutcome::Code, None);
+        if let Event::ProposalReceived {
+            round,
+            request_id,
+            code,
+            ..
+        } = &mut reply
+        {
+            *round = 0;
+            *request_id = if attempt == 0 {
+                "r0-c1".into()
+            } else {
+                format!("r0-c1-refine{attempt}")
+            };
+            *code = Some(format!("seed try {attempt}"));
+        }
+        state.apply(&reply);
+        let failed = evaluated(1, 0, attempt, EvaluationOutcome::Failed, None);
+        context = asked(state.apply(&failed)).expect("refined after any failure");
+        state.check_invariants().unwrap();
+    }
+    assert_eq!(context.attempts.len(), SEED_HISTORY);
+    assert!(context.attempts.iter().all(|a| a.error == "an illegal memory access"));
+}

@@ -14,7 +14,9 @@ use crate::user_file::{self, UserFileError};
 pub enum KernelDirError {
     #[error("kernel directory {0} does not exist or is not a directory")]
     NotADirectory(PathBuf),
-    #[error("{source}; a kernel directory holds problem.py, and input.py and test.py if it has them")]
+    #[error(
+        "{source}; a kernel directory holds problem.py, and input.py and test.py if it has them"
+    )]
     Read {
         #[source]
         source: UserFileError,

@@ -32,7 +32,10 @@ const SHIPPED: &[(&str, &str)] = &[
     ("refinement", include_str!("../templates/refinement.j2")),
     ("reflexion", include_str!("../templates/reflexion.j2")),
     ("seed", include_str!("../templates/seed.j2")),
-    ("seed_refinement", include_str!("../templates/seed_refinement.j2")),
+    (
+        "seed_refinement",
+        include_str!("../templates/seed_refinement.j2"),
+    ),
 ];
 
 /// An error the model is shown in full up to this many characters; longer ones keep their end,

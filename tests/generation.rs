@@ -20,7 +20,9 @@ const KILLED: i32 = 9;
 /// (`tag` makes each distinct, in code rather than a comment, which duplicates ignore).
 fn passing(tag: &str) -> String {
     (0..)
-        .map(|salt| format!("def kernel_function(A, B):\n    tag = \"{tag} {salt}\"\n    return A @ B\n"))
+        .map(|salt| {
+            format!("def kernel_function(A, B):\n    tag = \"{tag} {salt}\"\n    return A @ B\n")
+        })
         .find(|text| {
             matches!(
                 kactors::noop::simulate(&KernelSource::new(text.as_str())).0,
@@ -53,12 +55,17 @@ impl Bare {
         )
         .unwrap();
         for (index, reply) in replies.iter().enumerate() {
-            std::fs::write(kernel.join("candidates").join(format!("{index:02}.py")), reply)
-                .unwrap();
+            std::fs::write(
+                kernel.join("candidates").join(format!("{index:02}.py")),
+                reply,
+            )
+            .unwrap();
         }
         std::fs::write(
             dir.path().join("gen.yaml"),
-            format!("platform: noop\nprovider: replay\nnoop_eval_s: 0.02\nnum_workers: 1\n{strategy}"),
+            format!(
+                "platform: noop\nprovider: replay\nnoop_eval_s: 0.02\nnum_workers: 1\n{strategy}"
+            ),
         )
         .unwrap();
         Bare { dir }
@@ -131,7 +138,10 @@ fn a_bare_problem_gets_a_seed_refined_twice_then_the_search_and_a_kernel_directo
         .collect();
     assert_eq!(requested, ["seed", "refine", "refine"]);
     let fates = journal.fates();
-    assert!(fates[&1].0, "the seed passed at its second refinement: {fates:?}");
+    assert!(
+        fates[&1].0,
+        "the seed passed at its second refinement: {fates:?}"
+    );
     let first_beam = journal
         .of_type("beam_updated")
         .find(|record| record["round"] == 0)
@@ -144,12 +154,23 @@ fn a_bare_problem_gets_a_seed_refined_twice_then_the_search_and_a_kernel_directo
         .filter(|record| record["kind"].is_null())
         .map(candidate_of)
         .collect();
-    assert_eq!(optimized, vec![2, 3], "the search numbers on after the seeds");
+    assert_eq!(
+        optimized,
+        vec![2, 3],
+        "the search numbers on after the seeds"
+    );
 
     // The second refinement's prompt carries both failed attempts and why each failed.
     let prompt = std::fs::read_to_string(run.join("candidates/1/prompt.refine2.md")).unwrap();
-    assert!(prompt.contains("\"seed\"") && prompt.contains("\"refinement 1\""), "{prompt}");
-    assert_eq!(prompt.matches("no kernel_function is defined").count(), 2, "{prompt}");
+    assert!(
+        prompt.contains("\"seed\"") && prompt.contains("\"refinement 1\""),
+        "{prompt}"
+    );
+    assert_eq!(
+        prompt.matches("no kernel_function is defined").count(),
+        2,
+        "{prompt}"
+    );
     let first = std::fs::read_to_string(run.join("candidates/1/prompt.md")).unwrap();
     assert!(first.contains("aten_allowlist.yaml"), "{first}");
 
@@ -172,12 +193,7 @@ fn a_bare_problem_gets_a_seed_refined_twice_then_the_search_and_a_kernel_directo
 fn every_seed_failing_ends_the_run_with_exit_1_saying_why_each_failed() {
     let bare = Bare::new(
         "num_seeds: 2\nmax_refinements: 1\nmax_rounds: 1\n",
-        &[
-            failing("a"),
-            failing("b"),
-            failing("c"),
-            failing("d"),
-        ],
+        &[failing("a"), failing("b"), failing("c"), failing("d")],
     );
     let output = finish(bare.run_command());
     assert_exit(&output, 1);
@@ -193,7 +209,10 @@ fn every_seed_failing_ends_the_run_with_exit_1_saying_why_each_failed() {
     assert!(journal.of_type("round_started").next().is_none());
     assert_says(&output, "no seed kernel passed verification");
     let report = std::fs::read_to_string(bare.run_dir().join("report.md")).unwrap();
-    assert!(report.contains("no seed kernel passed verification"), "{report}");
+    assert!(
+        report.contains("no seed kernel passed verification"),
+        "{report}"
+    );
 }
 
 #[test]
@@ -220,7 +239,10 @@ fn a_run_killed_mid_generation_resumes_its_seeds_and_searches_on() {
     );
     let run = bare.run_dir();
     let before = Journal::read(&run);
-    assert!(before.of_type("round_started").next().is_none(), "killed in generation");
+    assert!(
+        before.of_type("round_started").next().is_none(),
+        "killed in generation"
+    );
 
     let resumed = finish({
         let mut command = kactors(bare.path());
@@ -254,7 +276,11 @@ fn a_run_killed_mid_generation_resumes_its_seeds_and_searches_on() {
         .collect();
     let mut sorted = members.clone();
     sorted.sort();
-    assert_eq!(sorted, vec![1, 2], "all_seeds: both verified seeds in the first beam");
+    assert_eq!(
+        sorted,
+        vec![1, 2],
+        "all_seeds: both verified seeds in the first beam"
+    );
     assert_eq!(journal.finished()["outcome"], "completed");
 }
 
@@ -273,7 +299,11 @@ fn a_seed_that_never_passes_fails_alone_on_the_stand_in_evaluator() {
     let yaml = std::fs::read_to_string(&strategy)
         .unwrap()
         .replace("max_refinements: 0\n", "max_refinements: 1\n");
-    std::fs::write(&strategy, format!("{yaml}num_seeds: 2\ngeneration: all_seeds\n")).unwrap();
+    std::fs::write(
+        &strategy,
+        format!("{yaml}num_seeds: 2\ngeneration: all_seeds\n"),
+    )
+    .unwrap();
     std::fs::remove_file(node.dir.path().join("kernel/input.py")).unwrap();
     let (output, run) = node.run();
     assert_exit(&output, 0);
@@ -283,7 +313,10 @@ fn a_seed_that_never_passes_fails_alone_on_the_stand_in_evaluator() {
     let (passed, _, reason) = &fates[&1];
     assert!(!passed, "{fates:?}");
     assert!(
-        reason.as_deref().unwrap_or_default().contains("refinement-still-wrong"),
+        reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("refinement-still-wrong"),
         "{fates:?}"
     );
     assert_eq!(refinements_of(&journal, 1), 1);

@@ -44,8 +44,8 @@ use pacing::Pacer;
 use requests::Requests;
 pub use requests::{PendingRequest, exchange_files};
 pub use resume::TWICE_IN_FLIGHT;
-pub use seeds::{Generation, SeedsKept};
 use seeds::Seeding;
+pub use seeds::{Generation, SeedsKept};
 
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;

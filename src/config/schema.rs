@@ -16,7 +16,8 @@ use crate::vendor::{Platform, Vendor};
 
 use super::ranges::{
     BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_CANDIDATES, MAX_DURATION_S, MAX_INFLIGHT,
-    MAX_REFINEMENTS, MAX_SOURCE_BYTES, NUM_SEEDS, SEARCH_FACTOR, max_duration_words, parse_max_time,
+    MAX_REFINEMENTS, MAX_SOURCE_BYTES, NUM_SEEDS, SEARCH_FACTOR, max_duration_words,
+    parse_max_time,
 };
 
 #[derive(Debug, thiserror::Error)]

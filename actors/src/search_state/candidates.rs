@@ -306,8 +306,7 @@ impl Core {
             simulated,
             ..
         } = &resolution
-            && (candidate.seed && !self.seeding.done
-                || *judged && candidate.parent.is_some())
+            && (candidate.seed && !self.seeding.done || *judged && candidate.parent.is_some())
             && candidate.attempt < self.config.max_refinements
             && !self.llm_closed()
         {

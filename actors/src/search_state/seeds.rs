@@ -119,7 +119,9 @@ impl Core {
         match settled.resolution {
             Resolution::Verified(kernel, _) => seeding.verified.push(kernel),
             Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => {
-                seeding.failures.push(format!("seed {}: {reason}", settled.id));
+                seeding
+                    .failures
+                    .push(format!("seed {}: {reason}", settled.id));
             }
             Resolution::Duplicate(of) => {
                 seeding

@@ -993,5 +993,10 @@ fn a_seed_refined_many_times_carries_its_last_eight_attempts() {
         state.check_invariants().unwrap();
     }
     assert_eq!(context.attempts.len(), SEED_HISTORY);
-    assert!(context.attempts.iter().all(|a| a.error == "an illegal memory access"));
+    assert!(
+        context
+            .attempts
+            .iter()
+            .all(|a| a.error == "an illegal memory access")
+    );
 }

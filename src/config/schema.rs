@@ -287,6 +287,31 @@ impl Reader<'_> {
         })
     }
 
+    /// One of `choices`, named `what` in the refusal of any other
+    /// (`unknown launcher "x": expected local, slurm or auto`).
+    fn choice(
+        &self,
+        key: &str,
+        value: &Value,
+        what: &str,
+        choices: &[&str],
+    ) -> Result<String, ConfigError> {
+        let expected = match choices {
+            [] => String::new(),
+            [only] => only.to_string(),
+            [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+        };
+        let chosen: String = self.value(key, value, &expected)?;
+        if !choices.contains(&chosen.as_str()) {
+            return Err(ConfigError::InvalidValue {
+                file: self.file.to_string(),
+                key: key.to_string(),
+                message: format!("unknown {what} \"{chosen}\": expected {expected}"),
+            });
+        }
+        Ok(chosen)
+    }
+
     fn mapping<'v>(&self, key: &str, value: &'v Value) -> Result<&'v Mapping, ConfigError> {
         value.as_mapping().ok_or_else(|| ConfigError::InvalidValue {
             file: self.file.to_string(),
@@ -478,41 +503,19 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
         let key = key.as_str();
         match key {
             "strategy" => {
-                let name: String = reader.value(key, value, "beam_search or greedy")?;
-                if name != "beam_search" && name != "greedy" {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!(
-                            "unknown search strategy \"{name}\": expected beam_search or greedy"
-                        ),
-                    });
-                }
-                config.strategy = Some(name);
+                config.strategy = Some(reader.choice(
+                    key,
+                    value,
+                    "search strategy",
+                    &["beam_search", "greedy"],
+                )?)
             }
             "search" => {
-                let pace: String = reader.value(key, value, "rounds or steady")?;
-                if pace != "rounds" && pace != "steady" {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!("unknown search \"{pace}\": expected rounds or steady"),
-                    });
-                }
-                config.search = Some(pace);
+                config.search = Some(reader.choice(key, value, "search", &["rounds", "steady"])?)
             }
             "launcher" => {
-                let launcher: String = reader.value(key, value, "local, slurm or auto")?;
-                if !["local", "slurm", "auto"].contains(&launcher.as_str()) {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!(
-                            "unknown launcher \"{launcher}\": expected local, slurm or auto"
-                        ),
-                    });
-                }
-                config.launcher = Some(launcher);
+                config.launcher =
+                    Some(reader.choice(key, value, "launcher", &["local", "slurm", "auto"])?)
             }
             "sandbox" => {
                 let setting: String =
@@ -623,17 +626,8 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             }
             "num_seeds" => config.num_seeds = Some(reader.whole(key, value, NUM_SEEDS)?),
             "generation" => {
-                let kept: String = reader.value(key, value, "first_seed or all_seeds")?;
-                if kept != "first_seed" && kept != "all_seeds" {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!(
-                            "unknown generation \"{kept}\": expected first_seed or all_seeds"
-                        ),
-                    });
-                }
-                config.generation = Some(kept);
+                config.generation =
+                    Some(reader.choice(key, value, "generation", &["first_seed", "all_seeds"])?)
             }
             "templates" => {
                 for (name, value) in reader.mapping(key, value)? {
@@ -890,6 +884,22 @@ mod tests {
         assert_eq!(
             error_of("max_refinements: -1\n"),
             "configs/test.yaml: invalid value for `max_refinements`: expected a whole number from 0 to 100, found `-1`"
+        );
+    }
+
+    /// Issue 20: generation's keys, range-checked like the others.
+    #[test]
+    fn num_seeds_and_generation_are_checked_when_read() {
+        let config = parse_config("r.yaml", "num_seeds: 8\ngeneration: all_seeds\n").unwrap();
+        assert_eq!(config.num_seeds, Some(8));
+        assert_eq!(config.generation.as_deref(), Some("all_seeds"));
+        assert_eq!(
+            error_of("num_seeds: 0\n"),
+            "configs/test.yaml: invalid value for `num_seeds`: expected a whole number from 1 to 256, found `0`"
+        );
+        assert_eq!(
+            error_of("generation: every_seed\n"),
+            "configs/test.yaml: invalid value for `generation`: unknown generation \"every_seed\": expected first_seed or all_seeds"
         );
     }
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::journal::{BeamMember, Event, RoundSummary, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
-use crate::search::{Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
+use crate::search::{Beam, Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
 
 use super::{Core, Decision, Out, Resolution, SearchConfig, Settled};
 
@@ -185,17 +185,7 @@ fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
         return;
     };
     let best = beam.best();
-    out.push(Decision::Record(Event::BeamUpdated {
-        round: round.number,
-        beam: beam
-            .members()
-            .iter()
-            .map(|k| BeamMember {
-                candidate: k.id,
-                time_ms: k.time_ms,
-            })
-            .collect(),
-    }));
+    out.push(Decision::Record(beam_updated(round.number, beam)));
     out.push(Decision::Record(Event::RoundFinished(RoundSummary {
         round: round.number,
         proposed: round.proposed,
@@ -206,6 +196,21 @@ fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
         best_candidate: best.id,
         best_ms: best.time_ms,
     })));
+}
+
+/// The `beam_updated` record of the beam as it stands at the end of `round`.
+pub(super) fn beam_updated(round: u32, beam: &Beam) -> Event {
+    Event::BeamUpdated {
+        round,
+        beam: beam
+            .members()
+            .iter()
+            .map(|k| BeamMember {
+                candidate: k.id,
+                time_ms: k.time_ms,
+            })
+            .collect(),
+    }
 }
 
 /// Why the search stops now, if it does: the provider ran dry, the budget is spent, or greedy's

@@ -3,11 +3,12 @@
 //! refinements. The first verified seed (or, keeping all seeds, the fastest verified ones once
 //! every seed has ended) makes the first beam, as the initial kernel does without generation.
 
-use crate::journal::{BeamMember, CandidateKind, Event, RunOutcome};
+use crate::journal::{CandidateKind, Event, RunOutcome};
 use crate::model::{CandidateId, RankedKernel, RequestKind};
 use crate::ports::{SEED_HISTORY, SeedAttempt, SeedContext};
 use crate::search::{Beam, device_for};
 
+use super::pacing::beam_updated;
 use super::{Candidate, Core, Decision, Out, Phase, Resolution, Settled};
 
 /// Which verified seeds make the first beam.
@@ -161,17 +162,7 @@ impl Core {
         for kernel in kernels {
             beam.admit(kernel);
         }
-        out.push(Decision::Record(Event::BeamUpdated {
-            round: 0,
-            beam: beam
-                .members()
-                .iter()
-                .map(|k| BeamMember {
-                    candidate: k.id,
-                    time_ms: k.time_ms,
-                })
-                .collect(),
-        }));
+        out.push(Decision::Record(beam_updated(0, &beam)));
         self.beam = Some(beam);
         if self.config.time_references {
             out.push(Decision::TimeReferences {

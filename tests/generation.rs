@@ -187,6 +187,10 @@ fn a_bare_problem_gets_a_seed_refined_twice_then_the_search_and_a_kernel_directo
         "{report}"
     );
     assert!(!report.contains("Some("), "no debug formatting: {report}");
+    assert!(
+        report.contains("(seed 1, the search's start "),
+        "the seed stands where the initial kernel would: {report}"
+    );
 }
 
 #[test]
@@ -324,4 +328,36 @@ fn a_seed_that_never_passes_fails_alone_on_the_stand_in_evaluator() {
     assert!(fates[&2].0);
     let round = journal.of_type("round_started").next().unwrap();
     assert_eq!(round["parents"], serde_json::json!([2]));
+}
+
+/// `--generate` on a kernel directory that has an input.py: the run starts from problem.py
+/// alone all the same, and run.yaml keeps the flag for a resume.
+#[test]
+fn generate_ignores_an_input_py_and_run_yaml_keeps_the_flag() {
+    let bare = Bare::new(
+        "num_seeds: 1\nmax_rounds: 1\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n",
+        &[passing("seed"), passing("optimization")],
+    );
+    std::fs::copy(
+        example("optimize_01_matvec").join("input.py"),
+        bare.path().join("kernel/input.py"),
+    )
+    .unwrap();
+    let output = finish({
+        let mut command = bare.run_command();
+        command.arg("--generate");
+        command
+    });
+    assert_exit(&output, 0);
+    let run = bare.run_dir();
+    let journal = Journal::read(&run);
+    assert_eq!(seeds(&journal), vec![1]);
+    assert!(
+        journal
+            .of_type("evaluated")
+            .all(|record| candidate_of(record) != 0),
+        "input.py is not evaluated"
+    );
+    let run_yaml = std::fs::read_to_string(run.join("run.yaml")).unwrap();
+    assert!(run_yaml.contains("generate: true"), "{run_yaml}");
 }

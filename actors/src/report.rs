@@ -148,6 +148,9 @@ pub struct RunSummary {
     /// What the sandbox of candidate code had: the setting and one line per protection.
     sandbox: Option<crate::journal::SandboxRecord>,
     initial_ms: Option<f64>,
+    /// The seed the search started from, in a run that began with generation (the best of
+    /// round 0's beam): it stands where the initial kernel stands otherwise.
+    start_seed: Option<CandidateId>,
     eager_ms: Option<f64>,
     compile_ms: Option<f64>,
     /// The finale's figures by what was timed, one per pass; errors kept as text.
@@ -218,6 +221,19 @@ fn step_key(step: Step) -> &'static str {
 }
 
 impl RunSummary {
+    /// The kernel the search started from: the initial kernel, or generation's best seed.
+    fn start(&self) -> CandidateId {
+        self.start_seed.unwrap_or(CandidateId::INITIAL)
+    }
+
+    /// What the report calls the kernel the search started from.
+    fn start_name(&self) -> String {
+        match self.start_seed {
+            Some(seed) => format!("seed {seed}, the search's start"),
+            None => "initial kernel".into(),
+        }
+    }
+
     /// Devices by id and, where the device table names them, by name and place.
     fn device_names(&self, devices: &[DeviceId]) -> String {
         let names: Vec<String> = devices
@@ -335,6 +351,9 @@ impl RunSummary {
                 ..
             } if *candidate == CandidateId::INITIAL => {
                 self.initial_ms = Some(*ms);
+            }
+            Event::BeamUpdated { round: 0, beam } => {
+                self.start_seed = beam.first().map(|member| member.candidate);
             }
             Event::CandidateFinished {
                 candidate,

@@ -133,7 +133,8 @@ impl RunSummary {
             (Some((candidate, ms)), initial) => {
                 let _ = writeln!(
                     out,
-                    "Candidate {candidate}: {ms:.4} ms (initial kernel {}; speedup {}; {} of the speed of light). Source: best_kernel.py.",
+                    "Candidate {candidate}: {ms:.4} ms ({} {}; speedup {}; {} of the speed of light). Source: best_kernel.py.",
+                    self.start_name(),
                     initial
                         .map(|i| format!("{i:.4} ms"))
                         .unwrap_or_else(|| "not measured".into()),
@@ -279,9 +280,7 @@ impl RunSummary {
         let _ = writeln!(out, "|---|---|---|");
         for (subject, figures) in &self.final_times {
             let name = match subject {
-                FinalSubject::Kernel(candidate) if *candidate == CandidateId::INITIAL => {
-                    "initial kernel".to_string()
-                }
+                FinalSubject::Kernel(candidate) if *candidate == self.start() => self.start_name(),
                 FinalSubject::Kernel(candidate) => format!("candidate {candidate}"),
                 FinalSubject::Eager => "PyTorch eager".into(),
                 FinalSubject::Compile => "torch.compile".into(),
@@ -300,8 +299,9 @@ impl RunSummary {
             let best_ms = mean(FinalSubject::Kernel(best));
             let _ = writeln!(
                 out,
-                "\nBest kernel (candidate {best}): {} vs the initial kernel, {} vs PyTorch eager, {} vs torch.compile (means of the two passes).",
-                ratio(mean(FinalSubject::Kernel(CandidateId::INITIAL)), best_ms),
+                "\nBest kernel (candidate {best}): {} vs the {}, {} vs PyTorch eager, {} vs torch.compile (means of the two passes).",
+                ratio(mean(FinalSubject::Kernel(self.start())), best_ms),
+                self.start_name(),
                 ratio(mean(FinalSubject::Eager), best_ms),
                 ratio(mean(FinalSubject::Compile), best_ms)
             );

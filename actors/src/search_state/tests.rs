@@ -1000,3 +1000,59 @@ fn a_seed_refined_many_times_carries_its_last_eight_attempts() {
             .all(|a| a.error == "an illegal memory access")
     );
 }
+
+/// Issue 20: keeping all seeds, the first verified seed waits for the others, keeps its caches
+/// (it may join the first beam), and the fastest N make the first beam.
+#[test]
+fn keeping_all_seeds_the_fastest_make_the_first_beam_once_every_seed_ended() {
+    let config = SearchConfig {
+        generation: Some(Generation {
+            num_seeds: 3,
+            kept: SeedsKept::All,
+        }),
+        ..config(2, 1, 1, 1, Pacing::Rounds)
+    };
+    let mut state = SearchState::new(config);
+    let seed_code = |candidate: u64, text: &str| {
+        let mut reply = code(candidate, 0, text);
+        if let Event::ProposalReceived {
+            round, request_id, ..
+        } = &mut reply
+        {
+            *round = 0;
+            *request_id = format!("r0-c{candidate}");
+        }
+        reply
+    };
+    let mut inputs = vec![started("")];
+    for seed in 1..=3 {
+        inputs.push(seed_code(seed, &format!("seed {seed}")));
+    }
+    inputs.extend([
+        verified(1, 0, 5.0),
+        verified(2, 0, 3.0),
+        evaluated(3, 0, 0, EvaluationOutcome::Failed, None),
+    ]);
+    let mut decisions = Vec::new();
+    for input in &inputs {
+        decisions = state.apply(input);
+        state.check_invariants().unwrap();
+        assert!(
+            state.beam().is_empty() || std::ptr::eq(input, inputs.last().unwrap()),
+            "no beam before every seed ended"
+        );
+    }
+    let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
+    assert_eq!(beam, vec![2, 1]);
+    assert!(decisions.iter().any(|decision| matches!(
+        decision,
+        Decision::Record(Event::RoundStarted { round: 1, parents }) if *parents == [CandidateId(2), CandidateId(1)]
+    )));
+    assert!(decisions.iter().any(|decision| matches!(
+        decision,
+        Decision::Record(Event::CandidatePlanned {
+            candidate: CandidateId(4),
+            ..
+        })
+    )));
+}

@@ -110,8 +110,12 @@ impl Pacer {
             return;
         }
         if core.is_seed(settled.id) {
-            if core.seed_settled(settled, out) {
-                self.begin(core, out);
+            if !core.seeding.done {
+                if core.seed_settled(settled, out) {
+                    self.begin(core, out);
+                }
+            } else if let Resolution::Verified(kernel, _) = settled.resolution {
+                self.late_seed(core, kernel);
             }
             return;
         }
@@ -136,6 +140,28 @@ impl Pacer {
             Pacer::Steady(steady) => {
                 steady.started = true;
                 steady.best_at_round_end_ms = best_ms;
+            }
+        }
+    }
+
+    /// A seed that passed after the first beam was made competes like any kernel: with the
+    /// round under way in rounds, at once in steady search.
+    fn late_seed(&mut self, core: &mut Core, kernel: RankedKernel) {
+        if core.finished.is_some() {
+            return;
+        }
+        match self {
+            Pacer::Rounds(rounds) => {
+                // It is decided with that round: its caches stay until the round's beam is.
+                if let Some(seed) = core.candidates.get_mut(&kernel.id) {
+                    seed.round = rounds.round.number;
+                }
+                rounds.round.results.push(kernel);
+            }
+            Pacer::Steady(_) => {
+                if let Some(beam) = core.beam.as_mut() {
+                    beam.admit(kernel);
+                }
             }
         }
     }

@@ -1001,29 +1001,31 @@ fn a_seed_refined_many_times_carries_its_last_eight_attempts() {
     );
 }
 
+/// A seed's first code, as its reply's record says.
+fn seed_code(candidate: u64, text: &str) -> Event {
+    let mut reply = code(candidate, 0, text);
+    if let Event::ProposalReceived {
+        round, request_id, ..
+    } = &mut reply
+    {
+        *round = 0;
+        *request_id = format!("r0-c{candidate}");
+    }
+    reply
+}
+
+fn generating(num_seeds: u32, kept: SeedsKept, n: u32) -> SearchConfig {
+    SearchConfig {
+        generation: Some(Generation { num_seeds, kept }),
+        ..config(n, 1, 1, 1, Pacing::Rounds)
+    }
+}
+
 /// Issue 20: keeping all seeds, the first verified seed waits for the others, keeps its caches
 /// (it may join the first beam), and the fastest N make the first beam.
 #[test]
 fn keeping_all_seeds_the_fastest_make_the_first_beam_once_every_seed_ended() {
-    let config = SearchConfig {
-        generation: Some(Generation {
-            num_seeds: 3,
-            kept: SeedsKept::All,
-        }),
-        ..config(2, 1, 1, 1, Pacing::Rounds)
-    };
-    let mut state = SearchState::new(config);
-    let seed_code = |candidate: u64, text: &str| {
-        let mut reply = code(candidate, 0, text);
-        if let Event::ProposalReceived {
-            round, request_id, ..
-        } = &mut reply
-        {
-            *round = 0;
-            *request_id = format!("r0-c{candidate}");
-        }
-        reply
-    };
+    let mut state = SearchState::new(generating(3, SeedsKept::All, 2));
     let mut inputs = vec![started("")];
     for seed in 1..=3 {
         inputs.push(seed_code(seed, &format!("seed {seed}")));
@@ -1055,4 +1057,30 @@ fn keeping_all_seeds_the_fastest_make_the_first_beam_once_every_seed_ended() {
             ..
         })
     )));
+}
+
+/// Issue 20: the first verified seed starts round 1; a seed that passes later competes for the
+/// beam with that round's candidates, keeping its caches until the round decides.
+#[test]
+fn a_seed_that_passes_after_the_search_started_joins_the_round_under_way() {
+    let mut state = SearchState::new(generating(2, SeedsKept::First, 2));
+    let inputs = [
+        started(""),
+        seed_code(1, "seed 1"),
+        seed_code(2, "seed 2"),
+        verified(1, 0, 5.0),
+        analysed(1, 1, &["memory"]),
+        verified(2, 0, 3.0),
+        code(3, 0, "k3"),
+        code(4, 0, "k4"),
+        verified(3, 0, 4.0),
+        verified(4, 0, 6.0),
+    ];
+    for input in &inputs {
+        state.apply(input);
+        state.check_invariants().unwrap();
+    }
+    let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
+    assert_eq!(beam, vec![2, 3]);
+    assert!(state.finished().is_some());
 }

@@ -205,6 +205,26 @@ mod tests {
         }
     }
 
+    /// Issue 20: each shipped KernelBench-style problem, alone as problem.py, is a kernel
+    /// directory whose run starts with generation.
+    #[test]
+    fn the_shipped_kernelbench_problems_are_bare_kernel_directories() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernelbench");
+        let mut problems = 0;
+        for level in ["level1", "level2", "level3"] {
+            for entry in std::fs::read_dir(shipped.join(level)).unwrap() {
+                let problem = entry.unwrap().path();
+                let dir = tempfile::tempdir().unwrap();
+                std::fs::copy(&problem, dir.path().join("problem.py")).unwrap();
+                let kernel = KernelDir::open(dir.path(), DEFAULT_MAX_SOURCE_BYTES)
+                    .unwrap_or_else(|e| panic!("{}: {e}", problem.display()));
+                assert!(kernel.initial.is_none());
+                problems += 1;
+            }
+        }
+        assert_eq!(problems, 7);
+    }
+
     #[test]
     fn a_missing_definition_names_the_file_and_what_is_expected() {
         let dir = tempfile::tempdir().unwrap();

@@ -188,6 +188,11 @@ fn a_bare_problem_gets_a_seed_refined_twice_then_the_search_and_a_kernel_directo
     );
     assert!(!report.contains("Some("), "no debug formatting: {report}");
     assert!(
+        report
+            .contains("Seeds asked for: 1; ended: 1; verified: 1. The search started from seed 1."),
+        "{report}"
+    );
+    assert!(
         report.contains("(seed 1, the search's start "),
         "the seed stands where the initial kernel would: {report}"
     );
@@ -215,6 +220,12 @@ fn every_seed_failing_ends_the_run_with_exit_1_saying_why_each_failed() {
     let report = std::fs::read_to_string(bare.run_dir().join("report.md")).unwrap();
     assert!(
         report.contains("no seed kernel passed verification"),
+        "{report}"
+    );
+    assert!(
+        report.contains("Seeds asked for: 2; ended: 2; verified: 0. No first beam was made.")
+            && report.contains("- seed 1 failed: ")
+            && report.contains("- seed 2 failed: "),
         "{report}"
     );
 }

@@ -151,6 +151,9 @@ pub struct RunSummary {
     /// The seed the search started from, in a run that began with generation (the best of
     /// round 0's beam): it stands where the initial kernel stands otherwise.
     start_seed: Option<CandidateId>,
+    /// Generation's seeds (round 0) as planned, and those that ended: passed or why not.
+    seeds: BTreeSet<CandidateId>,
+    seeds_ended: BTreeMap<CandidateId, Option<String>>,
     eager_ms: Option<f64>,
     compile_ms: Option<f64>,
     /// The finale's figures by what was timed, one per pass; errors kept as text.
@@ -351,6 +354,22 @@ impl RunSummary {
                 ..
             } if *candidate == CandidateId::INITIAL => {
                 self.initial_ms = Some(*ms);
+            }
+            Event::CandidatePlanned {
+                candidate,
+                kind: crate::journal::CandidateKind::Seed,
+                ..
+            } => {
+                self.seeds.insert(*candidate);
+            }
+            Event::CandidateFinished {
+                candidate,
+                passed,
+                reason,
+                ..
+            } if self.seeds.contains(candidate) => {
+                let why = (!passed).then(|| reason.clone().unwrap_or_default());
+                self.seeds_ended.insert(*candidate, why);
             }
             Event::BeamUpdated { round: 0, beam } => {
                 self.start_seed = beam.first().map(|member| member.candidate);

@@ -55,6 +55,34 @@ fn bullet_section(out: &mut String, title: &str, intro: &str, items: &[String]) 
 }
 
 impl RunSummary {
+    /// Round 0 of a run that began with generation: the seeds, which passed, why the others
+    /// did not, and the seed the search started from.
+    fn render_generation(&self, out: &mut String) {
+        if self.seeds.is_empty() {
+            return;
+        }
+        let passed = self
+            .seeds_ended
+            .values()
+            .filter(|why| why.is_none())
+            .count();
+        let _ = writeln!(
+            out,
+            "\n## Generation (round 0)\n\nSeeds asked for: {}; ended: {}; verified: {passed}. {}.",
+            self.seeds.len(),
+            self.seeds_ended.len(),
+            match self.start_seed {
+                Some(seed) => format!("The search started from seed {seed}"),
+                None => "No first beam was made".to_string(),
+            }
+        );
+        for (seed, why) in &self.seeds_ended {
+            if let Some(why) = why {
+                let _ = writeln!(out, "- seed {seed} failed: {}", table_cell(why));
+            }
+        }
+    }
+
     pub fn render_markdown(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# kactors run report\n");
@@ -93,6 +121,7 @@ impl RunSummary {
         for (key, value) in &self.configuration {
             let _ = writeln!(out, "- {key}: {value}");
         }
+        self.render_generation(&mut out);
         let _ = writeln!(out, "\n## Rounds\n");
         let _ = writeln!(
             out,

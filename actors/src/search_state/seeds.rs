@@ -129,9 +129,11 @@ impl Core {
                     .failures
                     .push(format!("seed {}: identical to candidate {of}", settled.id));
             }
-            Resolution::NotProposed => seeding
-                .failures
-                .push(format!("seed {}: not proposed", settled.id)),
+            Resolution::NotProposed => seeding.failures.push(format!(
+                "seed {}: no code came (the llm provider ran dry, its budget was spent or \
+                     the request was cancelled)",
+                settled.id
+            )),
         }
         let kept = self.config.generation.map_or(SeedsKept::First, |g| g.kept);
         let ready = match kept {

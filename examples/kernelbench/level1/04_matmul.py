@@ -3,17 +3,12 @@ KernelBench's format."""
 
 import torch
 
-M = 4096
-K = 2048
-N = 4096
+M, K, N = 4096, 2048, 4096
 
 
 class Model(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-
     def forward(self, A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(A, B)
+        return A @ B
 
 
 def get_inputs():

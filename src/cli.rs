@@ -87,9 +87,12 @@ pub struct RunArgs {
     /// fits this host, one after another, then a comparison
     #[arg(long, value_name = "NAME")]
     pub strategy: String,
-    /// The kernel directory: input.py (kernel_function), problem.py (Model, get_inputs, get_init_inputs), test.py
+    /// The kernel directory: problem.py (Model, get_inputs, get_init_inputs), input.py (kernel_function; without it the run generates seed kernels), test.py if any
     #[arg(long, value_name = "DIR")]
     pub kernel_dir: PathBuf,
+    /// Start with generation (seed kernels written from problem.py) even where input.py exists
+    #[arg(long)]
+    pub generate: bool,
     /// GPU workers, one per device (configuration key num_workers); at most the devices visible
     #[arg(long, value_name = "N")]
     pub workers: Option<u32>,

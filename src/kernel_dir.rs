@@ -1,6 +1,7 @@
 //! A kernel directory in KernelAgent's layout: input.py with `kernel_function`, problem.py with
-//! `Model`, `get_inputs` and `get_init_inputs`, and test.py. kactors reads it and never writes
-//! into it.
+//! `Model`, `get_inputs` and `get_init_inputs`, and test.py. Only problem.py is required: without
+//! input.py the run starts with generation, and without test.py kactors's own verification is
+//! the test. kactors reads it and never writes into it.
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +14,9 @@ use crate::user_file::{self, UserFileError};
 pub enum KernelDirError {
     #[error("kernel directory {0} does not exist or is not a directory")]
     NotADirectory(PathBuf),
-    #[error("{source}; a kernel directory holds input.py, problem.py and test.py")]
+    #[error(
+        "{source}; a kernel directory holds problem.py, and input.py and test.py if it has them"
+    )]
     Read {
         #[source]
         source: UserFileError,
@@ -44,7 +47,8 @@ pub enum KernelDirError {
 #[derive(Clone, Debug)]
 pub struct KernelDir {
     pub root: PathBuf,
-    pub initial: KernelSource,
+    /// input.py; `None` when the directory has none (the run generates seed kernels).
+    pub initial: Option<KernelSource>,
 }
 
 /// A file of the kernel directory, refused before it is read when it is not a regular file or
@@ -87,8 +91,14 @@ impl KernelDir {
             return Err(KernelDirError::NotADirectory(root.to_path_buf()));
         }
         let input_path = root.join("input.py");
-        let input = read(input_path.clone(), max_source_bytes)?;
-        if !defines(&input, "kernel_function") {
+        let input = match read(input_path.clone(), max_source_bytes) {
+            Err(KernelDirError::Read { source }) if source.is_missing() => None,
+            Err(error) => return Err(error),
+            Ok(input) => Some(input),
+        };
+        if let Some(input) = &input
+            && !defines(input, "kernel_function")
+        {
             return Err(KernelDirError::Missing {
                 path: input_path,
                 name: "kernel_function",
@@ -128,7 +138,7 @@ impl KernelDir {
         }
         Ok(KernelDir {
             root: root.to_path_buf(),
-            initial: KernelSource::new(input),
+            initial: input.map(KernelSource::new),
         })
     }
 }
@@ -193,6 +203,26 @@ mod tests {
                 .join(example);
             KernelDir::open(&root, DEFAULT_MAX_SOURCE_BYTES).unwrap_or_else(|e| panic!("{e}"));
         }
+    }
+
+    /// Issue 20: each shipped KernelBench-style problem, alone as problem.py, is a kernel
+    /// directory whose run starts with generation.
+    #[test]
+    fn the_shipped_kernelbench_problems_are_bare_kernel_directories() {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernelbench");
+        let mut problems = 0;
+        for level in ["level1", "level2", "level3"] {
+            for entry in std::fs::read_dir(shipped.join(level)).unwrap() {
+                let problem = entry.unwrap().path();
+                let dir = tempfile::tempdir().unwrap();
+                std::fs::copy(&problem, dir.path().join("problem.py")).unwrap();
+                let kernel = KernelDir::open(dir.path(), DEFAULT_MAX_SOURCE_BYTES)
+                    .unwrap_or_else(|e| panic!("{}: {e}", problem.display()));
+                assert!(kernel.initial.is_none());
+                problems += 1;
+            }
+        }
+        assert_eq!(problems, 7);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use actors::analysis::AnalyzedBottleneck;
 use actors::model::CandidateId;
 use actors::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, PromptBuilder, ProposalContext,
-    ReferenceTimes, RefinementContext, ReflexionContext, RenderedPrompt,
+    ReferenceTimes, RefinementContext, ReflexionContext, RenderedPrompt, SeedContext,
 };
 use actors::profile::{InstructionMix, KernelProfile};
 use minijinja::{Environment, Value, context};
@@ -31,6 +31,11 @@ const SHIPPED: &[(&str, &str)] = &[
     ("analysis", include_str!("../templates/analysis.j2")),
     ("refinement", include_str!("../templates/refinement.j2")),
     ("reflexion", include_str!("../templates/reflexion.j2")),
+    ("seed", include_str!("../templates/seed.j2")),
+    (
+        "seed_refinement",
+        include_str!("../templates/seed_refinement.j2"),
+    ),
 ];
 
 /// An error the model is shown in full up to this many characters; longer ones keep their end,
@@ -559,6 +564,32 @@ impl PromptBuilder for Prompts {
             failed_source => c.failed_source.text().trim_end(),
         };
         self.render("refinement", c.round, c.candidate, values)
+    }
+
+    fn seed(&self, c: &SeedContext) -> Result<RenderedPrompt, String> {
+        let attempts: Vec<Value> = c
+            .attempts
+            .iter()
+            .map(|attempt| {
+                context! {
+                    source => attempt.source.text().trim_end(),
+                    error => tail(&attempt.error, MAX_ERROR_CHARS),
+                }
+            })
+            .collect();
+        let values = context! {
+            seed_index => c.seed_index,
+            num_seeds => c.num_seeds,
+            attempt => c.attempt,
+            max_refinements => c.max_refinements,
+            attempts => attempts,
+        };
+        let name = if c.attempt == 0 {
+            "seed"
+        } else {
+            "seed_refinement"
+        };
+        self.render(name, 0, c.candidate, values)
     }
 
     fn reflexion(&self, c: &ReflexionContext) -> Result<RenderedPrompt, String> {

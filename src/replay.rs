@@ -1,4 +1,5 @@
-//! The replay LLM provider: offline answers from files. Each request for code gets the next
+//! The replay LLM provider: offline answers from files. Each request for code (a seed of
+//! generation, a refinement, an optimization) gets the next
 //! Python file of the replay folder in name order, in the order the requests are sent (so the
 //! same request gets the same file however the replies arrive, and a resumed run hands out
 //! the files as the run left alone would), after a configured latency; after the last file it
@@ -127,7 +128,7 @@ impl LlmProvider for ReplayProvider {
         request: LlmRequest,
     ) -> LocalFuture<'static, Result<LlmReply, LlmError>> {
         let file = match request.kind {
-            RequestKind::Optimize | RequestKind::Refine => Some(
+            RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine => Some(
                 self.files
                     .get(self.file_index(&request.request_id))
                     .cloned(),
@@ -139,7 +140,7 @@ impl LlmProvider for ReplayProvider {
             match (request.kind, file) {
                 (RequestKind::Analysis, _) => Ok(text_reply("no analysis available")),
                 (RequestKind::Reflexion, _) => Ok(text_reply("")),
-                (RequestKind::Optimize | RequestKind::Refine, file) => {
+                (RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine, file) => {
                     let file = file.flatten().ok_or(LlmError::Exhausted)?;
                     let (path, limit) = (file.clone(), self.max_bytes);
                     // The bounded reader blocks (briefly: it refuses what is not a regular file

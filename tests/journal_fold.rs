@@ -10,10 +10,14 @@ use std::process::Command;
 use actors::journal::Event;
 use actors::model::{CandidateId, DeviceId};
 use actors::search::{Pacing, SearchKind, SearchSettings};
-use actors::search_state::{SearchConfig, SearchState};
+use actors::search_state::{Generation, SearchConfig, SearchState, SeedsKept};
 use support::journal::typed_records;
 
 fn dry_run(config: &str) -> PathBuf {
+    dry_run_with(config, &[])
+}
+
+fn dry_run_with(config: &str, args: &[&str]) -> PathBuf {
     let dir = tempfile::tempdir().unwrap().keep();
     std::fs::write(dir.join("fold.yaml"), config).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_kactors"))
@@ -22,6 +26,7 @@ fn dry_run(config: &str) -> PathBuf {
         .args(["run", "--strategy", "fold", "--config-dir", "."])
         .arg("--kernel-dir")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/optimize_01_matvec"))
+        .args(args)
         .output()
         .unwrap();
     assert_eq!(
@@ -55,6 +60,7 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
         stop_at_roofline: false,
         requests_per_minute: None,
         reflexions_in_flight: 8,
+        generation: None,
     }
 }
 
@@ -107,5 +113,38 @@ fn a_dry_run_in_steady_search_folds_to_where_it_ended() {
     assert_folds(
         &run,
         search_config(Pacing::Steady { max_inflight: 3 }, 2, 1),
+    );
+}
+
+/// Issue 20: generation is the same fold: a run that began with seeds folds to where it ended,
+/// its invariants held at every prefix, in rounds and in steady search.
+#[test]
+fn a_dry_run_that_began_with_generation_folds_to_where_it_ended() {
+    let generation = |kept| Some(Generation { num_seeds: 3, kept });
+    let run = dry_run_with(
+        "platform: noop\nprovider: replay\nnum_workers: 3\nmax_rounds: 2\nnoop_eval_s: 0\n\
+         num_seeds: 3\ngeneration: all_seeds\n\
+         strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n",
+        &["--generate"],
+    );
+    assert_folds(
+        &run,
+        SearchConfig {
+            generation: generation(SeedsKept::All),
+            ..search_config(Pacing::Rounds, 3, 3)
+        },
+    );
+    let run = dry_run_with(
+        "platform: noop\nprovider: replay\nsearch: steady\nmax_inflight: 3\nnum_workers: 2\n\
+         max_rounds: 2\nnoop_eval_s: 0\nmax_refinements: 1\nnum_seeds: 3\n\
+         strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n",
+        &["--generate"],
+    );
+    assert_folds(
+        &run,
+        SearchConfig {
+            generation: generation(SeedsKept::First),
+            ..search_config(Pacing::Steady { max_inflight: 3 }, 2, 1)
+        },
     );
 }

@@ -79,7 +79,11 @@ pub async fn run(mut job: FinaleJob) -> FinaleOutcome {
         _ => None,
     };
     let mut staged = std::mem::take(&mut job.final_files);
-    staged.push(("kernel.py".into(), best.source.text().to_string()));
+    // kernel.py for the user's test.py; input.py so that final/ is a kernel directory a later
+    // `kactors run` takes as it is.
+    for name in ["kernel.py", "input.py"] {
+        staged.push((name.into(), best.source.text().to_string()));
+    }
     let event = user_test(&job.worker, &job.collector, staged, job.deadline).await;
     job.collector.do_send(Record(event));
     FinaleOutcome {
@@ -131,7 +135,8 @@ async fn profile_best(
     }
 }
 
-/// Stages the best kernel in `final/` and runs the user's test.py there.
+/// Stages the best kernel in `final/` and runs the user's test.py there, when the kernel
+/// directory has one: without it kactors's own verification was the test.
 async fn user_test(
     worker: &Addr<GpuWorker>,
     collector: &Addr<Collector>,
@@ -145,6 +150,7 @@ async fn user_test(
             exit_code: test.exit_code,
             log: Some(test.log.display().to_string()),
             error: None,
+            not_run: None,
         },
         Ok(None) => Event::UserTestRan {
             folder,
@@ -152,6 +158,7 @@ async fn user_test(
             exit_code: None,
             log: None,
             error: None,
+            not_run: None,
         },
         Err(error) => Event::UserTestRan {
             folder,
@@ -159,8 +166,10 @@ async fn user_test(
             exit_code: None,
             log: None,
             error: Some(error),
+            not_run: None,
         },
     };
+    let has_test = staged.iter().any(|(name, _)| name == "test.py");
     let prepared = collector.send(PrepareFolder {
         name: "final".into(),
         files: staged,
@@ -170,6 +179,16 @@ async fn user_test(
         Ok(Err(error)) => return ran("final".into(), Err(error)),
         Err(_) => return ran("final".into(), Err("the collector is gone".into())),
     };
+    if !has_test {
+        return Event::UserTestRan {
+            folder: folder.display().to_string(),
+            passed: None,
+            exit_code: None,
+            log: None,
+            error: None,
+            not_run: Some("the kernel directory has no test.py".into()),
+        };
+    }
     let outcome = worker
         .send(RunUserTest {
             folder: folder.clone(),

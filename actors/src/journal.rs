@@ -193,6 +193,21 @@ pub struct RoundSummary {
     pub best_ms: f64,
 }
 
+/// What a candidate is: a proposal made from a parent, or a seed kernel of generation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CandidateKind {
+    #[default]
+    Proposal,
+    Seed,
+}
+
+impl CandidateKind {
+    pub fn is_proposal(&self) -> bool {
+        *self == CandidateKind::Proposal
+    }
+}
+
 /// The journal's records. Those the Manager writes are the search's inputs and decisions: the
 /// search's state is the fold of the journal (`SearchState::apply`), the same code the live run
 /// uses. Fields added by version 2 default to absent when a version 1 journal is read.
@@ -230,6 +245,10 @@ pub enum Event {
         proposal_index: u32,
         /// The device it is pinned to for now (steady search picks again when its code comes).
         device: DeviceId,
+        /// `seed` for a seed kernel of generation (round 0, parent 0: the problem alone);
+        /// absent for a proposal made from a parent.
+        #[serde(default, skip_serializing_if = "CandidateKind::is_proposal")]
+        kind: CandidateKind,
     },
     ProposalRequested {
         candidate: CandidateId,
@@ -452,6 +471,10 @@ pub enum Event {
         exit_code: Option<i32>,
         log: Option<String>,
         error: Option<String>,
+        /// Why it was not run though the platform runs Python (the kernel directory has no
+        /// test.py).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_run: Option<String>,
     },
     ReferenceTimed {
         device: DeviceId,

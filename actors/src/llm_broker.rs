@@ -54,7 +54,9 @@ impl Handler<Propose> for LlmBroker {
         let in_flight = match message.0.kind {
             RequestKind::Reflexion => self.reflexions_in_flight.clone(),
             RequestKind::Analysis => self.analyses_in_flight.clone(),
-            RequestKind::Optimize | RequestKind::Refine => self.in_flight.clone(),
+            RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine => {
+                self.in_flight.clone()
+            }
         };
         Box::pin(async move {
             let _permit = in_flight

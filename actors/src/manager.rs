@@ -28,7 +28,7 @@ use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search::{Pacing, SearchSettings};
-use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
+use crate::search_state::{Decision, Evaluation, Generation, SearchConfig, SearchState};
 use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
@@ -58,6 +58,8 @@ pub struct ManagerSettings {
     pub requests_per_minute: Option<u32>,
     /// The most reflexions in flight at once (`reflexions_in_flight_for`).
     pub reflexions_in_flight: usize,
+    /// Seed kernels written from problem.py before the search (no input.py, or --generate).
+    pub generation: Option<Generation>,
     /// max_time, when the run has one.
     pub time_limit: Option<TimeLimit>,
     /// Whether an evaluation's "no space left on device" means the run directory's disk is
@@ -85,6 +87,7 @@ impl ManagerSettings {
             stop_at_roofline: self.stop_at_roofline,
             requests_per_minute: self.requests_per_minute,
             reflexions_in_flight: self.reflexions_in_flight,
+            generation: self.generation,
         }
     }
 }
@@ -291,6 +294,19 @@ impl Manager {
                     refinement.attempt,
                 );
                 return self.ask(self.prompts.refinement(&refinement), asked, ctx);
+            }
+            Decision::RequestSeed {
+                request_id,
+                context: seed,
+            } => {
+                let asked = Asked::code(
+                    request_id,
+                    seed.candidate,
+                    CandidateId::INITIAL,
+                    0,
+                    seed.attempt,
+                );
+                return self.ask(self.prompts.seed(&seed), asked, ctx);
             }
             Decision::RequestReflexion {
                 request_id,

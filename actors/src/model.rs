@@ -191,6 +191,8 @@ pub struct StepDeadline(pub Duration);
 #[serde(rename_all = "snake_case")]
 pub enum RequestKind {
     Optimize,
+    /// A seed kernel written from problem.py alone (generation, round 0).
+    Seed,
     Analysis,
     Refine,
     Reflexion,

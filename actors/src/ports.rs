@@ -307,6 +307,31 @@ pub struct RefinementContext {
     pub bottleneck: Option<AnalyzedBottleneck>,
 }
 
+/// The most earlier attempts a seed's refinement prompt carries (KernelAgent keeps the last 8).
+pub const SEED_HISTORY: usize = 8;
+
+/// One earlier attempt at a seed kernel: its code and why verification refused it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedAttempt {
+    pub source: KernelSource,
+    pub error: String,
+}
+
+/// What the prompt for a seed kernel, written from problem.py alone, is built from: the first
+/// request (no attempts yet) or a refinement with the latest failed attempts, oldest first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SeedContext {
+    pub candidate: CandidateId,
+    /// 0-based among the run's seeds.
+    pub seed_index: u32,
+    pub num_seeds: u32,
+    /// 0 for the seed's first code, N for refinement N.
+    pub attempt: u32,
+    pub max_refinements: u32,
+    /// At most `SEED_HISTORY` of them.
+    pub attempts: Vec<SeedAttempt>,
+}
+
 /// What a reflexion prompt, asked after a candidate was evaluated, is built from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReflexionContext {
@@ -331,6 +356,7 @@ pub trait PromptBuilder {
     fn optimization(&self, context: &ProposalContext) -> Result<RenderedPrompt, String>;
     fn analysis(&self, context: &AnalysisContext) -> Result<RenderedPrompt, String>;
     fn refinement(&self, context: &RefinementContext) -> Result<RenderedPrompt, String>;
+    fn seed(&self, context: &SeedContext) -> Result<RenderedPrompt, String>;
     fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String>;
 }
 

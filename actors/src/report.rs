@@ -148,6 +148,12 @@ pub struct RunSummary {
     /// What the sandbox of candidate code had: the setting and one line per protection.
     sandbox: Option<crate::journal::SandboxRecord>,
     initial_ms: Option<f64>,
+    /// The seed the search started from, in a run that began with generation (the best of
+    /// round 0's beam): it stands where the initial kernel stands otherwise.
+    start_seed: Option<CandidateId>,
+    /// Generation's seeds (round 0) as planned, and those that ended: passed or why not.
+    seeds: BTreeSet<CandidateId>,
+    seeds_ended: BTreeMap<CandidateId, Option<String>>,
     eager_ms: Option<f64>,
     compile_ms: Option<f64>,
     /// The finale's figures by what was timed, one per pass; errors kept as text.
@@ -218,6 +224,19 @@ fn step_key(step: Step) -> &'static str {
 }
 
 impl RunSummary {
+    /// The kernel the search started from: the initial kernel, or generation's best seed.
+    fn start(&self) -> CandidateId {
+        self.start_seed.unwrap_or(CandidateId::INITIAL)
+    }
+
+    /// What the report calls the kernel the search started from.
+    fn start_name(&self) -> String {
+        match self.start_seed {
+            Some(seed) => format!("seed {seed}, the search's start"),
+            None => "initial kernel".into(),
+        }
+    }
+
     /// Devices by id and, where the device table names them, by name and place.
     fn device_names(&self, devices: &[DeviceId]) -> String {
         let names: Vec<String> = devices
@@ -336,6 +355,25 @@ impl RunSummary {
             } if *candidate == CandidateId::INITIAL => {
                 self.initial_ms = Some(*ms);
             }
+            Event::CandidatePlanned {
+                candidate,
+                kind: crate::journal::CandidateKind::Seed,
+                ..
+            } => {
+                self.seeds.insert(*candidate);
+            }
+            Event::CandidateFinished {
+                candidate,
+                passed,
+                reason,
+                ..
+            } if self.seeds.contains(candidate) => {
+                let why = (!passed).then(|| reason.clone().unwrap_or_default());
+                self.seeds_ended.insert(*candidate, why);
+            }
+            Event::BeamUpdated { round: 0, beam } => {
+                self.start_seed = beam.first().map(|member| member.candidate);
+            }
             Event::CandidateFinished {
                 candidate,
                 passed: false,
@@ -425,15 +463,21 @@ impl RunSummary {
                 passed,
                 exit_code,
                 error,
+                not_run,
                 ..
             } => {
-                self.user_test = Some(match (passed, error) {
-                    (Some(true), _) => format!("passed ({folder}/test.log)"),
-                    (Some(false), _) => {
-                        format!("FAILED with exit code {exit_code:?} ({folder}/test.log)")
+                self.user_test = Some(match (passed, error, not_run) {
+                    (Some(true), _, _) => format!("passed ({folder}/test.log)"),
+                    (Some(false), _, _) => {
+                        let ending = exit_code.map_or_else(
+                            || "ended by a signal".to_string(),
+                            |code| format!("with exit code {code}"),
+                        );
+                        format!("FAILED {ending} ({folder}/test.log)")
                     }
-                    (None, Some(error)) => format!("could not run: {error}"),
-                    (None, None) => "not run: the platform runs no Python".into(),
+                    (None, Some(error), _) => format!("could not run: {error}"),
+                    (None, None, Some(why)) => format!("not run: {why}"),
+                    (None, None, None) => "not run: the platform runs no Python".into(),
                 });
             }
             Event::EvaluatorStarted { device, ready, .. } => {

@@ -103,22 +103,26 @@ pub fn first_free_device(load: &BTreeMap<DeviceId, usize>) -> DeviceId {
     *device
 }
 
-/// A steady search's candidates, one at a time: numbered on from 1, parents taken in turn over
+/// A steady search's candidates, one at a time: numbered on from 1 (or after the seeds), parents taken in turn over
 /// the beam as it stands (fastest first), each parent's proposals cycling over its M
 /// bottlenecks; max_rounds × N × M in all.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SteadyPlan {
     settings: SearchSettings,
     next_id: u64,
+    /// The last candidate it plans: numbers before `next_id`'s start are generation's seeds.
+    last_id: u64,
     turn: usize,
     proposals_per_parent: HashMap<CandidateId, u32>,
 }
 
 impl SteadyPlan {
-    pub fn new(settings: SearchSettings) -> Self {
+    /// A plan numbering its candidates on from `first_id` (1, or the first after the seeds).
+    pub fn new(settings: SearchSettings, first_id: u64) -> Self {
         SteadyPlan {
             settings,
-            next_id: 1,
+            next_id: first_id,
+            last_id: first_id - 1 + settings.total_candidates(),
             turn: 0,
             proposals_per_parent: HashMap::new(),
         }
@@ -126,11 +130,7 @@ impl SteadyPlan {
 
     /// Whether every candidate of the run has been planned.
     pub fn complete(&self) -> bool {
-        self.next_id > self.total()
-    }
-
-    fn total(&self) -> u64 {
-        self.settings.total_candidates()
+        self.next_id > self.last_id
     }
 
     /// The next candidate from `parents` (the beam, fastest first), pinned provisionally to
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn a_steady_plan_cycles_parents_and_each_parents_bottlenecks() {
-        let mut plan = SteadyPlan::new(settings(2, 2));
+        let mut plan = SteadyPlan::new(settings(2, 2), 1);
         assert_eq!(
             steady(&mut plan, &[0], 3),
             vec![(1, 0, 0), (2, 0, 1), (3, 0, 0)]
@@ -426,7 +426,7 @@ mod tests {
 
     #[test]
     fn a_steady_plan_ends_after_max_rounds_times_n_times_m() {
-        let mut plan = SteadyPlan::new(settings(2, 2));
+        let mut plan = SteadyPlan::new(settings(2, 2), 1);
         assert_eq!(steady(&mut plan, &[0], 20).len(), 12);
         assert!(plan.complete());
         assert_eq!(plan.next(&[CandidateId(0)], DeviceId(0)), None);

@@ -23,6 +23,7 @@ mod pacing;
 mod preparation;
 mod requests;
 mod resume;
+mod seeds;
 #[cfg(test)]
 mod tests;
 
@@ -33,7 +34,7 @@ use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
 use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Reference};
 use crate::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
-    RefinementContext, ReflexionContext,
+    RefinementContext, ReflexionContext, SeedContext,
 };
 use crate::search::{Beam, Pacing, SearchSettings};
 
@@ -43,6 +44,8 @@ use pacing::Pacer;
 use requests::Requests;
 pub use requests::{PendingRequest, exchange_files};
 pub use resume::TWICE_IN_FLIGHT;
+use seeds::Seeding;
+pub use seeds::{Generation, SeedsKept};
 
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;
@@ -65,6 +68,16 @@ pub struct SearchConfig {
     pub requests_per_minute: Option<u32>,
     /// The most reflexions in flight at once; one more is dropped (and journaled), not queued.
     pub reflexions_in_flight: usize,
+    /// Seed kernels written from problem.py before the search (round 0); `None`: the search
+    /// starts from input.py.
+    pub generation: Option<Generation>,
+}
+
+impl SearchConfig {
+    /// The search's first candidate: 1, or the first after the seeds.
+    pub fn first_search_id(&self) -> u64 {
+        1 + self.generation.map_or(0, |g| u64::from(g.num_seeds))
+    }
 }
 
 /// An attempt of a candidate to verify and time on its device.
@@ -101,6 +114,11 @@ pub enum Decision {
     RequestRefinement {
         request_id: String,
         context: RefinementContext,
+    },
+    /// A seed kernel's code, or a refinement of it, from problem.py and its failed attempts.
+    RequestSeed {
+        request_id: String,
+        context: SeedContext,
     },
     RequestReflexion {
         request_id: String,
@@ -158,6 +176,10 @@ struct Candidate {
     outcome: Option<AttemptOutcome>,
     /// How many proposals its parent got when it was asked for: its prompt says so.
     proposals: u32,
+    /// A seed kernel of generation (no parent, round 0).
+    seed: bool,
+    /// Why each attempt before the current one failed, in order (a seed's prompt carries them).
+    failures: Vec<String>,
 }
 
 impl Candidate {
@@ -183,6 +205,8 @@ impl Candidate {
             launched_kernels: Vec::new(),
             outcome: None,
             proposals: 0,
+            seed: false,
+            failures: Vec::new(),
         }
     }
 
@@ -298,6 +322,8 @@ struct Core {
     caches_released: BTreeSet<CandidateId>,
     /// The latest round whose end updated the beam (0 before the first).
     beam_round: u32,
+    /// Generation's seeds while they decide the first beam.
+    seeding: Seeding,
 }
 
 /// The search's state: the fold of the journal's records.
@@ -345,6 +371,7 @@ impl SearchState {
                 caches_held: BTreeSet::new(),
                 caches_released: BTreeSet::new(),
                 beam_round: 0,
+                seeding: Seeding::default(),
             },
             pacer,
         }

@@ -429,7 +429,7 @@ impl LlmProvider for ScriptedLlm {
                     Ok(text_reply(lesson))
                 });
             }
-            RequestKind::Optimize | RequestKind::Refine => {}
+            RequestKind::Optimize | RequestKind::Seed | RequestKind::Refine => {}
         }
         if let Some(by_request) = self.by_request {
             let code = by_request(&request.request_id);
@@ -514,6 +514,9 @@ impl PromptBuilder for RecordingPrompts {
     fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String> {
         self.reflexions.borrow_mut().push(context.clone());
         plain(format!("reflect on candidate {}", context.candidate))
+    }
+    fn seed(&self, context: &actors::ports::SeedContext) -> Result<RenderedPrompt, String> {
+        plain(format!("write seed {}", context.candidate))
     }
 }
 
@@ -665,6 +668,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             final_files: Vec::new(),
             requests_per_minute: None,
             reflexions_in_flight: 8,
+            generation: None,
             time_limit: scenario.time_limit,
             evaluations_fill_the_disk: true,
         },
@@ -2191,6 +2195,9 @@ fn the_report_is_rewritten_after_the_first_round_paced_by_its_size_then_and_at_t
     );
 }
 
+/// Steady search rewrites it at its first virtual round's end, or sooner once more than N × M
+/// candidates finished (a round may stay open behind a late candidate, as README says), then
+/// at the end only.
 #[test]
 fn a_steady_search_rewrites_the_report_at_virtual_round_ends_like_rounds() {
     let answers = (1..=6).map(|k| (now(), code(10 + k as u32))).collect();

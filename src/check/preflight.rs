@@ -93,10 +93,16 @@ pub fn preflight(
 pub fn layout_line(dir: &Path, max_source_bytes: u64) -> CheckLine {
     let what = format!("kernel directory {}", dir.display());
     match KernelDir::open(dir, max_source_bytes) {
-        Ok(_) => CheckLine::ok(format!(
-            "{what}: input.py defines kernel_function; problem.py defines Model, get_inputs and \
-             get_init_inputs"
-        )),
+        Ok(kernel) => {
+            let input = if kernel.initial.is_some() {
+                "input.py defines kernel_function"
+            } else {
+                "no input.py (the run generates seed kernels from problem.py)"
+            };
+            CheckLine::ok(format!(
+                "{what}: {input}; problem.py defines Model, get_inputs and get_init_inputs"
+            ))
+        }
         Err(error) => CheckLine::fail(what, error.to_string()),
     }
 }

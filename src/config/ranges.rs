@@ -23,6 +23,9 @@ pub const NOOP_WORKERS: RangeInclusive<u32> = 1..=256;
 /// `max_refinements`: further attempts at a candidate that failed verification.
 pub const MAX_REFINEMENTS: RangeInclusive<u32> = 0..=100;
 
+/// `num_seeds`: seed kernels generation asks for when a run starts from problem.py alone.
+pub const NUM_SEEDS: RangeInclusive<u32> = 1..=256;
+
 /// `benchmark_warmup`: untimed calls before a timing.
 pub const BENCHMARK_WARMUP: RangeInclusive<u32> = 0..=10_000;
 
@@ -100,6 +103,11 @@ mod tests {
                 "| `max_refinements` | {} to {} |",
                 MAX_REFINEMENTS.start(),
                 MAX_REFINEMENTS.end()
+            ),
+            format!(
+                "| `num_seeds` | {} to {} |",
+                NUM_SEEDS.start(),
+                NUM_SEEDS.end()
             ),
             format!(
                 "| `benchmark_warmup`, `benchmark_repeat` | {} to {}, {} to {} |",

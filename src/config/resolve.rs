@@ -31,6 +31,9 @@ pub struct CliOverrides {
     /// `--model`: looked up in data/models.yaml as the `model` key is.
     pub model: Option<String>,
     pub python: Option<PathBuf>,
+    /// `--generate`: start with generation even where input.py exists.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub generate: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -90,6 +93,11 @@ pub struct RunSettings {
     pub test_timeout_s: Option<f64>,
     /// Further attempts at a candidate that failed verification (default 3; 0: none).
     pub max_refinements: u32,
+    /// Seed kernels generation asks for (default 4).
+    pub num_seeds: u32,
+    /// `generation: all_seeds`: every seed ends first and the fastest N make the first beam;
+    /// otherwise the first verified seed starts the search.
+    pub all_seeds: bool,
     pub templates: BTreeMap<String, PathBuf>,
     pub ncu_bin_path: Option<PathBuf>,
     pub rocprof_bin_path: Option<PathBuf>,
@@ -403,6 +411,8 @@ pub fn resolve(
         bottleneck_override: config.bottleneck_override.clone(),
         test_timeout_s: config.test_timeout_s,
         max_refinements: config.max_refinements.unwrap_or(3),
+        num_seeds: config.num_seeds.unwrap_or(4),
+        all_seeds: config.generation.as_deref() == Some("all_seeds"),
         templates: config
             .templates
             .iter()

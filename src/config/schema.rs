@@ -16,7 +16,8 @@ use crate::vendor::{Platform, Vendor};
 
 use super::ranges::{
     BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_CANDIDATES, MAX_DURATION_S, MAX_INFLIGHT,
-    MAX_REFINEMENTS, MAX_SOURCE_BYTES, SEARCH_FACTOR, max_duration_words, parse_max_time,
+    MAX_REFINEMENTS, MAX_SOURCE_BYTES, NUM_SEEDS, SEARCH_FACTOR, max_duration_words,
+    parse_max_time,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +127,10 @@ pub struct ConfigFile {
     pub test_timeout_s: Option<f64>,
     /// Further attempts at a candidate that failed verification; 0 turns refinement off.
     pub max_refinements: Option<u32>,
+    /// Seed kernels asked for when the run starts with generation (no input.py, or --generate).
+    pub num_seeds: Option<u32>,
+    /// Which verified seeds make the first beam: `first_seed` (the default) or `all_seeds`.
+    pub generation: Option<String>,
     /// kactors' own prompt templates replaced by files, relative to the configuration file.
     pub templates: BTreeMap<String, PathBuf>,
     pub platform: Option<PlatformSpec>,
@@ -178,6 +183,8 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "bottleneck_override",
     "test_timeout_s",
     "max_refinements",
+    "num_seeds",
+    "generation",
     "templates",
     "platform",
     "platform_kwargs",
@@ -278,6 +285,31 @@ impl Reader<'_> {
             key: key.to_string(),
             message: format!("expected {expected}, found {}", describe(value)),
         })
+    }
+
+    /// One of `choices`, named `what` in the refusal of any other
+    /// (`unknown launcher "x": expected local, slurm or auto`).
+    fn choice(
+        &self,
+        key: &str,
+        value: &Value,
+        what: &str,
+        choices: &[&str],
+    ) -> Result<String, ConfigError> {
+        let expected = match choices {
+            [] => String::new(),
+            [only] => only.to_string(),
+            [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+        };
+        let chosen: String = self.value(key, value, &expected)?;
+        if !choices.contains(&chosen.as_str()) {
+            return Err(ConfigError::InvalidValue {
+                file: self.file.to_string(),
+                key: key.to_string(),
+                message: format!("unknown {what} \"{chosen}\": expected {expected}"),
+            });
+        }
+        Ok(chosen)
     }
 
     fn mapping<'v>(&self, key: &str, value: &'v Value) -> Result<&'v Mapping, ConfigError> {
@@ -471,41 +503,19 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
         let key = key.as_str();
         match key {
             "strategy" => {
-                let name: String = reader.value(key, value, "beam_search or greedy")?;
-                if name != "beam_search" && name != "greedy" {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!(
-                            "unknown search strategy \"{name}\": expected beam_search or greedy"
-                        ),
-                    });
-                }
-                config.strategy = Some(name);
+                config.strategy = Some(reader.choice(
+                    key,
+                    value,
+                    "search strategy",
+                    &["beam_search", "greedy"],
+                )?)
             }
             "search" => {
-                let pace: String = reader.value(key, value, "rounds or steady")?;
-                if pace != "rounds" && pace != "steady" {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!("unknown search \"{pace}\": expected rounds or steady"),
-                    });
-                }
-                config.search = Some(pace);
+                config.search = Some(reader.choice(key, value, "search", &["rounds", "steady"])?)
             }
             "launcher" => {
-                let launcher: String = reader.value(key, value, "local, slurm or auto")?;
-                if !["local", "slurm", "auto"].contains(&launcher.as_str()) {
-                    return Err(ConfigError::InvalidValue {
-                        file: file.to_string(),
-                        key: key.to_string(),
-                        message: format!(
-                            "unknown launcher \"{launcher}\": expected local, slurm or auto"
-                        ),
-                    });
-                }
-                config.launcher = Some(launcher);
+                config.launcher =
+                    Some(reader.choice(key, value, "launcher", &["local", "slurm", "auto"])?)
             }
             "sandbox" => {
                 let setting: String =
@@ -613,6 +623,11 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             "test_timeout_s" => config.test_timeout_s = Some(reader.seconds(key, value)?),
             "max_refinements" => {
                 config.max_refinements = Some(reader.whole(key, value, MAX_REFINEMENTS)?)
+            }
+            "num_seeds" => config.num_seeds = Some(reader.whole(key, value, NUM_SEEDS)?),
+            "generation" => {
+                config.generation =
+                    Some(reader.choice(key, value, "generation", &["first_seed", "all_seeds"])?)
             }
             "templates" => {
                 for (name, value) in reader.mapping(key, value)? {
@@ -869,6 +884,22 @@ mod tests {
         assert_eq!(
             error_of("max_refinements: -1\n"),
             "configs/test.yaml: invalid value for `max_refinements`: expected a whole number from 0 to 100, found `-1`"
+        );
+    }
+
+    /// Issue 20: generation's keys, range-checked like the others.
+    #[test]
+    fn num_seeds_and_generation_are_checked_when_read() {
+        let config = parse_config("r.yaml", "num_seeds: 8\ngeneration: all_seeds\n").unwrap();
+        assert_eq!(config.num_seeds, Some(8));
+        assert_eq!(config.generation.as_deref(), Some("all_seeds"));
+        assert_eq!(
+            error_of("num_seeds: 0\n"),
+            "configs/test.yaml: invalid value for `num_seeds`: expected a whole number from 1 to 256, found `0`"
+        );
+        assert_eq!(
+            error_of("generation: every_seed\n"),
+            "configs/test.yaml: invalid value for `generation`: unknown generation \"every_seed\": expected first_seed or all_seeds"
         );
     }
 

@@ -628,7 +628,10 @@ mod tests {
                 },
                 ..RawLlmConfig::default()
             },
-            &|name| name.ends_with("_API_KEY").then(|| "sk-ant-test".to_string()),
+            &|name| {
+                name.ends_with("_API_KEY")
+                    .then(|| "sk-ant-test".to_string())
+            },
         )
         .unwrap();
         let mut budget = Budget::for_settings(&settings);

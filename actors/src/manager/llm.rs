@@ -74,10 +74,11 @@ impl Manager {
                 attempt,
                 ..
             } => {
-                let kind = if *attempt == 0 {
-                    RequestKind::Optimize
-                } else {
-                    RequestKind::Refine
+                // Round 0's requests for code are generation's seeds.
+                let kind = match (*round, *attempt) {
+                    (_, 1..) => RequestKind::Refine,
+                    (0, 0) => RequestKind::Seed,
+                    _ => RequestKind::Optimize,
                 };
                 (request_id.clone(), kind, *candidate, *round)
             }

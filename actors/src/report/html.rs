@@ -11,7 +11,6 @@ use super::source::{self, highlighted};
 use super::svg::escape;
 use super::timeline::device_timelines;
 use super::{FinalSubject, RunSummary};
-use crate::model::CandidateId;
 
 const STYLE: &str = "\
 body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; padding: 0 1em; color: #222; }
@@ -38,7 +37,7 @@ fn answer(summary: &RunSummary) -> String {
     let (best_ms, initial_ms, eager_ms, compile_ms, timed) = match finale {
         Some(ms) => (
             ms,
-            summary.final_mean(FinalSubject::Kernel(CandidateId::INITIAL)),
+            summary.final_mean(FinalSubject::Kernel(summary.start())),
             summary.final_mean(FinalSubject::Eager),
             summary.final_mean(FinalSubject::Compile),
             "re-timed by the finale",
@@ -57,12 +56,9 @@ fn answer(summary: &RunSummary) -> String {
             escape(&value)
         )
     };
+    let start = format!("the {}", summary.start_name());
     let figures = [
-        figure(
-            "vs-initial",
-            ratio(initial_ms, Some(best_ms)),
-            "the initial kernel",
-        ),
+        figure("vs-initial", ratio(initial_ms, Some(best_ms)), &start),
         figure("vs-eager", ratio(eager_ms, Some(best_ms)), "PyTorch eager"),
         figure(
             "vs-compile",

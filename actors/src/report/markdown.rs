@@ -55,6 +55,34 @@ fn bullet_section(out: &mut String, title: &str, intro: &str, items: &[String]) 
 }
 
 impl RunSummary {
+    /// Round 0 of a run that began with generation: the seeds, which passed, why the others
+    /// did not, and the seed the search started from.
+    fn render_generation(&self, out: &mut String) {
+        if self.seeds.is_empty() {
+            return;
+        }
+        let passed = self
+            .seeds_ended
+            .values()
+            .filter(|why| why.is_none())
+            .count();
+        let _ = writeln!(
+            out,
+            "\n## Generation (round 0)\n\nSeeds asked for: {}; ended: {}; verified: {passed}. {}.",
+            self.seeds.len(),
+            self.seeds_ended.len(),
+            match self.start_seed {
+                Some(seed) => format!("The search started from seed {seed}"),
+                None => "No first beam was made".to_string(),
+            }
+        );
+        for (seed, why) in &self.seeds_ended {
+            if let Some(why) = why {
+                let _ = writeln!(out, "- seed {seed} failed: {}", table_cell(why));
+            }
+        }
+    }
+
     pub fn render_markdown(&self) -> String {
         let mut out = String::new();
         let _ = writeln!(out, "# kactors run report\n");
@@ -93,6 +121,7 @@ impl RunSummary {
         for (key, value) in &self.configuration {
             let _ = writeln!(out, "- {key}: {value}");
         }
+        self.render_generation(&mut out);
         let _ = writeln!(out, "\n## Rounds\n");
         let _ = writeln!(
             out,
@@ -133,7 +162,8 @@ impl RunSummary {
             (Some((candidate, ms)), initial) => {
                 let _ = writeln!(
                     out,
-                    "Candidate {candidate}: {ms:.4} ms (initial kernel {}; speedup {}; {} of the speed of light). Source: best_kernel.py.",
+                    "Candidate {candidate}: {ms:.4} ms ({} {}; speedup {}; {} of the speed of light). Source: best_kernel.py.",
+                    self.start_name(),
                     initial
                         .map(|i| format!("{i:.4} ms"))
                         .unwrap_or_else(|| "not measured".into()),
@@ -279,9 +309,7 @@ impl RunSummary {
         let _ = writeln!(out, "|---|---|---|");
         for (subject, figures) in &self.final_times {
             let name = match subject {
-                FinalSubject::Kernel(candidate) if *candidate == CandidateId::INITIAL => {
-                    "initial kernel".to_string()
-                }
+                FinalSubject::Kernel(candidate) if *candidate == self.start() => self.start_name(),
                 FinalSubject::Kernel(candidate) => format!("candidate {candidate}"),
                 FinalSubject::Eager => "PyTorch eager".into(),
                 FinalSubject::Compile => "torch.compile".into(),
@@ -300,8 +328,9 @@ impl RunSummary {
             let best_ms = mean(FinalSubject::Kernel(best));
             let _ = writeln!(
                 out,
-                "\nBest kernel (candidate {best}): {} vs the initial kernel, {} vs PyTorch eager, {} vs torch.compile (means of the two passes).",
-                ratio(mean(FinalSubject::Kernel(CandidateId::INITIAL)), best_ms),
+                "\nBest kernel (candidate {best}): {} vs the {}, {} vs PyTorch eager, {} vs torch.compile (means of the two passes).",
+                ratio(mean(FinalSubject::Kernel(self.start())), best_ms),
+                self.start_name(),
                 ratio(mean(FinalSubject::Eager), best_ms),
                 ratio(mean(FinalSubject::Compile), best_ms)
             );

@@ -1,6 +1,7 @@
 use std::time::SystemTime;
 
 use super::*;
+use crate::journal::CandidateKind;
 
 fn record(event: Event) -> JournalRecord {
     JournalRecord {
@@ -404,6 +405,7 @@ fn the_lineage_of_200_candidates_fits_on_one_screen_and_names_the_bottleneck_add
             round: 1,
             proposal_index: (id % 2) as u32,
             device: DeviceId(0),
+            kind: CandidateKind::Proposal,
         }));
         let mut done = finished(id, 5.0 + id as f64 / 100.0);
         if let Event::CandidateFinished { parent, .. } = &mut done {

@@ -13,6 +13,7 @@ impl Core {
     pub(super) fn ask(&mut self, requested: Event, request: Decision, out: &mut Out) {
         let attempt = match &request {
             Decision::RequestRefinement { context, .. } => context.attempt,
+            Decision::RequestSeed { context, .. } => context.attempt,
             _ => 0,
         };
         self.requests.asked(&requested, attempt);
@@ -23,6 +24,9 @@ impl Core {
     /// The request for a candidate's current attempt: its proposal, or the refinement it is on.
     pub(super) fn code_request(&self, id: CandidateId) -> Option<(Event, Decision)> {
         let candidate = self.candidates.get(&id)?;
+        if candidate.seed {
+            return self.seed_request(id);
+        }
         let parent = candidate.parent?;
         let (request_id, kind, request) = if candidate.attempt == 0 {
             let request_id = format!("r{}-c{id}", candidate.round);

@@ -58,6 +58,10 @@ impl Core {
         let Some(candidate) = self.candidates.get(&id) else {
             return false;
         };
+        // A seed may still join the first beam until generation has made it.
+        if candidate.seed && !self.seeding.done {
+            return false;
+        }
         let profiling = self.parents.get(&id).is_some_and(|parent| parent.profiling);
         let round_decided = match self.config.pacing {
             Pacing::Rounds => candidate.round <= self.beam_round,

@@ -31,6 +31,9 @@ pub(super) struct EvaluationResult {
 
 impl Core {
     pub(super) fn start(&mut self, initial_source: &str, out: &mut Out) {
+        if let Some(generation) = self.config.generation {
+            return self.generate(generation, out);
+        }
         let id = CandidateId::INITIAL;
         let device = device_for(id, &self.live_devices());
         self.candidates
@@ -260,7 +263,7 @@ impl Core {
             EvaluationOutcome::Failed => rejected(result.reason, false),
             // A device whose evaluator cannot start can evaluate nothing: before the initial
             // kernel nothing was (the run is refused), later the run cannot go on.
-            EvaluationOutcome::Unstartable if candidate.parent.is_none() => {
+            EvaluationOutcome::Unstartable if candidate.parent.is_none() && !candidate.seed => {
                 candidate.phase = Phase::Resolved;
                 let reason = result.reason;
                 let resolution = rejected(reason.clone(), false);
@@ -295,13 +298,15 @@ impl Core {
         let Some(candidate) = self.candidates.get(&id).cloned() else {
             return;
         };
+        // A seed is refined whatever stopped it (it has nothing to fall back on), while
+        // generation still decides the first beam; a proposal only when its output was judged.
         if let Resolution::Rejected {
             reason,
-            judged: true,
+            judged,
             simulated,
             ..
         } = &resolution
-            && candidate.parent.is_some()
+            && (candidate.seed && !self.seeding.done || *judged && candidate.parent.is_some())
             && candidate.attempt < self.config.max_refinements
             && !self.llm_closed()
         {
@@ -336,7 +341,7 @@ impl Core {
             }
         }
         match (candidate.parent, &resolution) {
-            (None, _) => self.initial_resolved(&resolution, out),
+            (None, _) if !candidate.seed => self.initial_resolved(&resolution, out),
             (Some(parent), Resolution::Verified(..)) => {
                 self.previous_errors.remove(&parent);
             }

@@ -29,6 +29,7 @@ impl Core {
         candidate.attempt += 1;
         candidate.phase = Phase::Asking;
         candidate.failure = Some(error.clone());
+        candidate.failures.push(error.clone());
         let (parent, round, device, attempt) = (
             candidate.parent.unwrap_or(CandidateId::INITIAL),
             candidate.round,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use crate::journal::{BeamMember, Event, RoundSummary, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
-use crate::search::{Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
+use crate::search::{Beam, Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
 
 use super::{Core, Decision, Out, Resolution, SearchConfig, Settled};
 
@@ -22,6 +22,8 @@ pub(super) enum Pacer {
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Rounds {
     next_id: u64,
+    /// The last candidate the rounds plan: numbers before the first round's are the seeds.
+    last_id: u64,
     round: Tally,
 }
 
@@ -82,12 +84,13 @@ impl Pacer {
     pub(super) fn new(config: &SearchConfig) -> Self {
         match config.pacing {
             Pacing::Rounds => Pacer::Rounds(Rounds {
-                next_id: 1,
+                next_id: config.first_search_id(),
+                last_id: config.first_search_id() - 1 + config.search.total_candidates(),
                 round: Tally::default(),
             }),
             Pacing::Steady { max_inflight } => Pacer::Steady(Steady {
                 max_inflight: max_inflight.max(1),
-                plan: SteadyPlan::new(config.search),
+                plan: SteadyPlan::new(config.search, config.first_search_id()),
                 unresolved: 0,
                 rounds: BTreeMap::new(),
                 best_at_round_end_ms: f64::INFINITY,
@@ -101,16 +104,18 @@ impl Pacer {
     /// it, and move the search on. The initial kernel's end starts the search.
     pub(super) fn resolved(&mut self, core: &mut Core, settled: Settled, out: &mut Out) {
         if settled.id == CandidateId::INITIAL {
-            if let Resolution::Verified(kernel, _) = &settled.resolution
-                && core.finished.is_none()
-            {
-                match self {
-                    Pacer::Rounds(rounds) => rounds.start_round(core, 1, out),
-                    Pacer::Steady(steady) => {
-                        steady.started = true;
-                        steady.best_at_round_end_ms = kernel.time_ms;
-                    }
+            if matches!(settled.resolution, Resolution::Verified(..)) {
+                self.begin(core, out);
+            }
+            return;
+        }
+        if core.is_seed(settled.id) {
+            if !core.seeding.done {
+                if core.seed_settled(settled, out) {
+                    self.begin(core, out);
                 }
+            } else if let Resolution::Verified(kernel, _) = settled.resolution {
+                self.late_seed(core, kernel);
             }
             return;
         }
@@ -119,6 +124,45 @@ impl Pacer {
         match self {
             Pacer::Rounds(rounds) => rounds.resolved(core, settled, out),
             Pacer::Steady(steady) => steady.resolved(core, settled),
+        }
+    }
+
+    /// The search's first round, from the beam the initial kernel or the seeds made.
+    fn begin(&mut self, core: &mut Core, out: &mut Out) {
+        let Some(best_ms) = core.beam.as_ref().map(|beam| beam.best().time_ms) else {
+            return;
+        };
+        if core.finished.is_some() {
+            return;
+        }
+        match self {
+            Pacer::Rounds(rounds) => rounds.start_round(core, 1, out),
+            Pacer::Steady(steady) => {
+                steady.started = true;
+                steady.best_at_round_end_ms = best_ms;
+            }
+        }
+    }
+
+    /// A seed that passed after the first beam was made competes like any kernel: with the
+    /// round under way in rounds, at once in steady search.
+    fn late_seed(&mut self, core: &mut Core, kernel: RankedKernel) {
+        if core.finished.is_some() {
+            return;
+        }
+        match self {
+            Pacer::Rounds(rounds) => {
+                // It is decided with that round: its caches stay until the round's beam is.
+                if let Some(seed) = core.candidates.get_mut(&kernel.id) {
+                    seed.round = rounds.round.number;
+                }
+                rounds.round.results.push(kernel);
+            }
+            Pacer::Steady(_) => {
+                if let Some(beam) = core.beam.as_mut() {
+                    beam.admit(kernel);
+                }
+            }
         }
     }
 
@@ -167,17 +211,7 @@ fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
         return;
     };
     let best = beam.best();
-    out.push(Decision::Record(Event::BeamUpdated {
-        round: round.number,
-        beam: beam
-            .members()
-            .iter()
-            .map(|k| BeamMember {
-                candidate: k.id,
-                time_ms: k.time_ms,
-            })
-            .collect(),
-    }));
+    out.push(Decision::Record(beam_updated(round.number, beam)));
     out.push(Decision::Record(Event::RoundFinished(RoundSummary {
         round: round.number,
         proposed: round.proposed,
@@ -188,6 +222,21 @@ fn record_round_end(core: &mut Core, round: &Tally, out: &mut Out) {
         best_candidate: best.id,
         best_ms: best.time_ms,
     })));
+}
+
+/// The `beam_updated` record of the beam as it stands at the end of `round`.
+pub(super) fn beam_updated(round: u32, beam: &Beam) -> Event {
+    Event::BeamUpdated {
+        round,
+        beam: beam
+            .members()
+            .iter()
+            .map(|k| BeamMember {
+                candidate: k.id,
+                time_ms: k.time_ms,
+            })
+            .collect(),
+    }
 }
 
 /// Why the search stops now, if it does: the provider ran dry, the budget is spent, or greedy's
@@ -224,7 +273,7 @@ impl Rounds {
             &core.config.search,
             &core.live_devices(),
         );
-        planned.retain(|candidate| candidate.id.0 <= core.config.search.total_candidates());
+        planned.retain(|candidate| candidate.id.0 <= self.last_id);
         self.next_id += planned.len() as u64;
         self.round = Tally {
             number,
@@ -272,7 +321,7 @@ impl Rounds {
         }
         let search = core.config.search;
         let reason = stop_reason(core, stale_rounds).or_else(|| {
-            (round.number >= search.max_rounds || self.next_id > search.total_candidates())
+            (round.number >= search.max_rounds || self.next_id > self.last_id)
                 .then(|| search.total_reason())
         });
         match reason {
@@ -387,7 +436,8 @@ impl Steady {
         let Some(planned) = self.plan.next(&parents, device) else {
             return;
         };
-        let round = virtual_round(planned.id, &core.config.search);
+        let numbered = CandidateId(planned.id.0 + 1 - core.config.first_search_id());
+        let round = virtual_round(numbered, &core.config.search);
         self.unresolved += 1;
         let started = !self.rounds.contains_key(&round);
         let tally = self.rounds.entry(round).or_insert_with(|| Tally {

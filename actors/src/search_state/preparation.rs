@@ -3,7 +3,7 @@
 //! their proposals go out, proposal i taking bottleneck i.
 
 use crate::analysis::AnalyzedBottleneck;
-use crate::journal::Event;
+use crate::journal::{CandidateKind, Event};
 use crate::model::CandidateId;
 use crate::ports::ProfileSummary;
 use crate::search::{Pacing, PlannedCandidate, device_for};
@@ -30,6 +30,7 @@ impl Core {
             round,
             proposal_index: planned.proposal_index,
             device: planned.device,
+            kind: CandidateKind::Proposal,
         }));
         let parent = self.parents.entry(planned.parent).or_default();
         if parent.waiting.is_empty() && parent.profile.is_none() && parent.analysis.is_none() {

@@ -12,7 +12,7 @@ use crate::model::CandidateId;
 pub fn exchange_files(kind: crate::model::RequestKind, attempt: u32) -> (String, String) {
     use crate::model::RequestKind;
     match (kind, attempt) {
-        (RequestKind::Optimize, _) | (RequestKind::Refine, 0) => {
+        (RequestKind::Optimize | RequestKind::Seed, _) | (RequestKind::Refine, 0) => {
             ("prompt.md".into(), "reply.md".into())
         }
         (RequestKind::Refine, attempt) => (

@@ -23,6 +23,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
         stop_at_roofline: false,
         requests_per_minute: None,
         reflexions_in_flight: 8,
+        generation: None,
     }
 }
 
@@ -122,6 +123,7 @@ fn describe(decision: &Decision) -> String {
                 round,
                 proposal_index,
                 device,
+                ..
             } => format!(
                 "planned {candidate} in round {round} from {parent} (proposal {proposal_index}) on {device}"
             ),
@@ -188,6 +190,12 @@ fn describe(decision: &Decision) -> String {
         Decision::RequestRefinement { context, .. } => format!(
             "ask to fix {} (attempt {} of {})",
             context.candidate, context.attempt, context.max_refinements
+        ),
+        Decision::RequestSeed { context, .. } => format!(
+            "ask for seed {} (attempt {}, {} earlier)",
+            context.candidate,
+            context.attempt,
+            context.attempts.len()
         ),
         Decision::RequestReflexion { context, .. } => {
             format!("ask what {} taught", context.candidate)
@@ -930,4 +938,149 @@ fn a_rebuilt_state_knows_the_restarting_and_restarted_nodes() {
     assert!(rebuilt.is_in_service(DeviceId(2)) && !rebuilt.is_in_service(DeviceId(0)));
     rebuilt.resume(&BTreeSet::new());
     assert!((0..4).all(|device| rebuilt.is_in_service(DeviceId(device))));
+}
+
+/// Issue 20: a seed's refinement prompt carries its latest attempts, at most `SEED_HISTORY`
+/// (KernelAgent keeps the last 8), oldest first, each with why it failed.
+#[test]
+fn a_seed_refined_many_times_carries_its_last_eight_attempts() {
+    use crate::ports::SEED_HISTORY;
+    let config = SearchConfig {
+        max_refinements: 10,
+        generation: Some(Generation {
+            num_seeds: 1,
+            kept: SeedsKept::First,
+        }),
+        ..config(1, 1, 1, 1, Pacing::Rounds)
+    };
+    let mut state = SearchState::new(config);
+    let asked = |decisions: Vec<Decision>| {
+        decisions.into_iter().find_map(|decision| match decision {
+            Decision::RequestSeed { context, .. } => Some(context),
+            _ => None,
+        })
+    };
+    let mut context = asked(state.apply(&started(""))).expect("the seed is asked for");
+    for attempt in 0..10 {
+        assert_eq!(context.attempt, attempt);
+        let history: Vec<String> = context
+            .attempts
+            .iter()
+            .map(|a| a.source.text().to_string())
+            .collect();
+        let first = attempt.saturating_sub(SEED_HISTORY as u32);
+        let expected: Vec<String> = (first..attempt).map(|k| format!("seed try {k}")).collect();
+        assert_eq!(history, expected, "attempt {attempt}");
+        let mut reply = answered(1, 0, attempt, ReplyOutcome::Code, None);
+        if let Event::ProposalReceived {
+            round,
+            request_id,
+            code,
+            ..
+        } = &mut reply
+        {
+            *round = 0;
+            *request_id = if attempt == 0 {
+                "r0-c1".into()
+            } else {
+                format!("r0-c1-refine{attempt}")
+            };
+            *code = Some(format!("seed try {attempt}"));
+        }
+        state.apply(&reply);
+        let failed = evaluated(1, 0, attempt, EvaluationOutcome::Failed, None);
+        context = asked(state.apply(&failed)).expect("refined after any failure");
+        state.check_invariants().unwrap();
+    }
+    assert_eq!(context.attempts.len(), SEED_HISTORY);
+    assert!(
+        context
+            .attempts
+            .iter()
+            .all(|a| a.error == "an illegal memory access")
+    );
+}
+
+/// A seed's first code, as its reply's record says.
+fn seed_code(candidate: u64, text: &str) -> Event {
+    let mut reply = code(candidate, 0, text);
+    if let Event::ProposalReceived {
+        round, request_id, ..
+    } = &mut reply
+    {
+        *round = 0;
+        *request_id = format!("r0-c{candidate}");
+    }
+    reply
+}
+
+fn generating(num_seeds: u32, kept: SeedsKept, n: u32) -> SearchConfig {
+    SearchConfig {
+        generation: Some(Generation { num_seeds, kept }),
+        ..config(n, 1, 1, 1, Pacing::Rounds)
+    }
+}
+
+/// Issue 20: keeping all seeds, the first verified seed waits for the others, keeps its caches
+/// (it may join the first beam), and the fastest N make the first beam.
+#[test]
+fn keeping_all_seeds_the_fastest_make_the_first_beam_once_every_seed_ended() {
+    let mut state = SearchState::new(generating(3, SeedsKept::All, 2));
+    let mut inputs = vec![started("")];
+    for seed in 1..=3 {
+        inputs.push(seed_code(seed, &format!("seed {seed}")));
+    }
+    inputs.extend([
+        verified(1, 0, 5.0),
+        verified(2, 0, 3.0),
+        evaluated(3, 0, 0, EvaluationOutcome::Failed, None),
+    ]);
+    let mut decisions = Vec::new();
+    for input in &inputs {
+        decisions = state.apply(input);
+        state.check_invariants().unwrap();
+        assert!(
+            state.beam().is_empty() || std::ptr::eq(input, inputs.last().unwrap()),
+            "no beam before every seed ended"
+        );
+    }
+    let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
+    assert_eq!(beam, vec![2, 1]);
+    assert!(decisions.iter().any(|decision| matches!(
+        decision,
+        Decision::Record(Event::RoundStarted { round: 1, parents }) if *parents == [CandidateId(2), CandidateId(1)]
+    )));
+    assert!(decisions.iter().any(|decision| matches!(
+        decision,
+        Decision::Record(Event::CandidatePlanned {
+            candidate: CandidateId(4),
+            ..
+        })
+    )));
+}
+
+/// Issue 20: the first verified seed starts round 1; a seed that passes later competes for the
+/// beam with that round's candidates, keeping its caches until the round decides.
+#[test]
+fn a_seed_that_passes_after_the_search_started_joins_the_round_under_way() {
+    let mut state = SearchState::new(generating(2, SeedsKept::First, 2));
+    let inputs = [
+        started(""),
+        seed_code(1, "seed 1"),
+        seed_code(2, "seed 2"),
+        verified(1, 0, 5.0),
+        analysed(1, 1, &["memory"]),
+        verified(2, 0, 3.0),
+        code(3, 0, "k3"),
+        code(4, 0, "k4"),
+        verified(3, 0, 4.0),
+        verified(4, 0, 6.0),
+    ];
+    for input in &inputs {
+        state.apply(input);
+        state.check_invariants().unwrap();
+    }
+    let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
+    assert_eq!(beam, vec![2, 3]);
+    assert!(state.finished().is_some());
 }

@@ -13,7 +13,7 @@ use actors::journal::{Event, History, JournalRecord};
 use actors::manager::{ManagerSettings, Resume};
 use actors::model::KernelSource;
 use actors::ports::{LlmProvider, LlmReply};
-use actors::search_state::SearchState;
+use actors::search_state::{Generation, SearchState, SeedsKept};
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
@@ -95,7 +95,11 @@ impl Launch {
         for warning in &settings.warnings {
             console::err(format_args!("kactors: warning: {warning}"));
         }
-        let kernel = KernelDir::open(&invocation.kernel_dir, settings.max_source_bytes)?;
+        let mut kernel = KernelDir::open(&invocation.kernel_dir, settings.max_source_bytes)?;
+        // --generate: the run starts from problem.py alone, as if input.py were not there.
+        if invocation.overrides.generate {
+            kernel.initial = None;
+        }
         kernel.refuse_run_dir_inside(run_parent)?;
         let system = actix::System::new();
         let inputs = AgentInputs {
@@ -401,7 +405,10 @@ pub(crate) fn execute(
         num_bottlenecks: search.num_bottlenecks,
         max_rounds: search.max_rounds,
         devices: described,
-        initial_source: kernel.initial.text().to_string(),
+        initial_source: kernel
+            .initial
+            .as_ref()
+            .map_or_else(String::new, |initial| initial.text().to_string()),
         sandbox: (!simulated).then(|| sandbox_record(&settings, &preflight)),
     };
     let manager = ManagerSettings {
@@ -420,6 +427,14 @@ pub(crate) fn execute(
             LlmChoice::Replay { .. } => None,
         },
         reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
+        generation: kernel.initial.is_none().then_some(Generation {
+            num_seeds: settings.num_seeds,
+            kept: if settings.all_seeds {
+                SeedsKept::All
+            } else {
+                SeedsKept::First
+            },
+        }),
         time_limit: time_limit.clone(),
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
     };

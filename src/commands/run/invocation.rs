@@ -54,6 +54,7 @@ impl Invocation {
                 provider: args.provider.clone(),
                 model: args.model.clone(),
                 python: args.python.clone(),
+                generate: args.generate,
             },
         })
     }

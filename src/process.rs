@@ -36,6 +36,7 @@ pub use orphans::{end_orphans_of_run, orphan_groups};
 pub use proc_stat::ProcStat;
 pub use protocol::{ProtocolPipes, ReplyReader, RequestWriter};
 pub(crate) use spawn::die_with_parent;
+pub(crate) use spawn::raw_wait_status;
 pub use spawn::{ChildSpec, Protocol, RunningChild, SpawnError, spawn};
 pub use terminate::{
     KILL_EXIT_LIMIT, Termination, WaitOutcome, terminate_with_grace, wait_or_terminate,

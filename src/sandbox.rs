@@ -2,7 +2,7 @@
 //! its children, the profiled wrapper under ncu or rocprofv3, and the finale's test.py.
 //!
 //! kactors sets it up itself, without root or a setuid helper: the child is spawned as
-//! `kactors sandbox-exec <policy> -- <command>` ([`Sandbox::confine`]), and that launcher
+//! `kactors sandbox-exec <policy> -- <command>` ([`Confinement::apply`]), and that launcher
 //! ([`launcher`]) makes user, mount, PID and network namespaces, a bounded tmpfs for the
 //! child's scratch, /tmp and /dev/shm, limits on tasks and file sizes, and restricts the
 //! command with Landlock and seccomp before it execs. [`probe`] runs the launcher once to learn

@@ -18,7 +18,9 @@ use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::journal::{Journal, candidate_of};
 use support::llm_server::{LlmServer, chat_completion};
-use support::runs::{Running, assert_exit, assert_says, finish, only_run, stderr, wait_for};
+use support::runs::{
+    Running, assert_exit, assert_says, children_of_run, finish, only_run, stderr, wait_for,
+};
 use support::standin_node::Node;
 use support::{is_running, kactors, workspace_with_candidates};
 
@@ -476,21 +478,6 @@ fn steady_search_killed_midway_keeps_its_invariants_across_the_resume() {
         );
     }
     assert_eq!(journal.finished()["outcome"], "completed");
-}
-
-/// The processes whose environment names `run` as their run directory.
-fn children_of_run(run: &Path) -> Vec<i32> {
-    let marker = format!("KACTORS_RUN_DIR={}", run.display()).into_bytes();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ"))
-                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == marker))
-        })
-        .filter(|pid| is_running(*pid))
-        .collect()
 }
 
 /// The evaluators die with kactors (parent-death signal, issue 14); what a candidate started in

@@ -11,14 +11,14 @@ mod support;
 
 use std::io::ErrorKind;
 use std::net::{TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
 use support::gone_within;
-use support::journal::finished;
-use support::runs::{Running, journal, stderr};
+use support::journal::{Journal, finished};
+use support::runs::{Running, children_of_run, journal, stderr, wait_for};
 use support::standin_node::Node;
 
 /// The key kactors' environment holds in every stand-in run, which no child may read.
@@ -237,48 +237,17 @@ fn every_tampering_candidate_fails_inside_the_sandbox_and_the_run_goes_on() {
 
 /// The run directory, once its journal says `candidate` started verifying.
 fn wait_until_verifying(node: &Node, candidate: u64) -> PathBuf {
-    let give_up = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(runs) = std::fs::read_dir(node.dir.path().join("runs")) {
-            for run in runs.flatten() {
-                let journal =
-                    std::fs::read_to_string(run.path().join("journal.jsonl")).unwrap_or_default();
-                let verifying = journal.lines().any(|line| {
-                    serde_json::from_str::<Value>(line).is_ok_and(|record| {
-                        record["type"] == "step_started"
-                            && record["candidate"] == candidate
-                            && record["step"] == "verify"
-                    })
-                });
-                if verifying {
-                    return run.path();
-                }
-            }
-        }
-        assert!(
-            std::time::Instant::now() < give_up,
-            "candidate {candidate} never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The processes whose environment names `run` as theirs: kactors' children and everything
-/// they started, sandboxed or not, as seen from outside.
-fn processes_of(run: &Path) -> Vec<i32> {
-    let marker = format!("KACTORS_RUN_DIR={}", run.display());
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
-                environ
-                    .split(|byte| *byte == 0)
-                    .any(|var| var == marker.as_bytes())
-            })
-        })
-        .collect()
+    wait_for(&format!("candidate {candidate} to start verifying"), || {
+        let run = std::fs::read_dir(node.dir.path().join("runs"))
+            .ok()?
+            .next()?
+            .ok()?
+            .path();
+        Journal::peek(&run)
+            .of_type("step_started")
+            .any(|record| record["candidate"] == candidate && record["step"] == "verify")
+            .then_some(run)
+    })
 }
 
 #[test]
@@ -291,7 +260,7 @@ fn sigkill_of_kactors_leaves_no_sandboxed_process_behind() {
     let kactors = Running::background(node.run_command());
     let run = wait_until_verifying(&node, 1);
     let run = std::fs::canonicalize(run).unwrap();
-    let children = processes_of(&run);
+    let children = children_of_run(&run);
     assert!(
         children.len() >= 4,
         "the launcher, init, the zygote and its child: {children:?}"

@@ -266,13 +266,13 @@ impl PythonEvaluator {
         let spec = match &setup.sandbox {
             Some(sandbox) => {
                 let tools = setup.script.parent().unwrap_or(&setup.run_root);
-                let policy = sandbox.policy(&Access {
+                let confinement = sandbox.confinement(&Access {
                     run_root: &setup.run_root,
                     readable: &[tools],
                     writable: &[],
                     scratch: &DeviceSlot::scratch_of(&self.slot.folder),
                 });
-                sandbox.confine(spec, &policy)
+                confinement.apply(spec)
             }
             None => spec,
         };
@@ -598,13 +598,13 @@ impl DeviceEvaluator for PythonEvaluator {
             };
             let spec = match &self.setup.sandbox {
                 Some(sandbox) => {
-                    let policy = sandbox.policy(&Access {
+                    let confinement = sandbox.confinement(&Access {
                         run_root: &self.setup.run_root,
                         readable: &[],
                         writable: &[folder],
                         scratch: &folder.join("scratch"),
                     });
-                    sandbox.confine(spec, &policy)
+                    confinement.apply(spec)
                 }
                 None => spec,
             };

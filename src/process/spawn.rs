@@ -259,16 +259,20 @@ pub(crate) fn die_with_parent(parent: i32) -> io::Result<()> {
 /// waitid with WNOWAIT reads the exit status and leaves it for tokio to collect.
 fn exit_status_without_reaping(pid: Pid) -> io::Result<Option<ExitStatus>> {
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    // Raw wait statuses as waitpid encodes them: the code in the second byte, or the signal in
-    // the low seven bits and 0x80 for a core dump.
-    Ok(match waitid(Id::Pid(pid), flags)? {
-        WaitStatus::Exited(_, code) => Some(ExitStatus::from_raw((code & 0xff) << 8)),
-        WaitStatus::Signaled(_, signal, core_dumped) => Some(ExitStatus::from_raw(
-            signal as i32 | if core_dumped { 0x80 } else { 0 },
-        )),
-        // Only WEXITED was asked for, so anything else means it is still running.
+    // Only WEXITED was asked for, so no raw status means it is still running.
+    Ok(raw_wait_status(waitid(Id::Pid(pid), flags)?).map(ExitStatus::from_raw))
+}
+
+/// A status as waitpid encodes it: the code in the second byte, or the signal in the low seven
+/// bits and 0x80 for a core dump; None for a process that has not ended.
+pub(crate) fn raw_wait_status(status: WaitStatus) -> Option<i32> {
+    match status {
+        WaitStatus::Exited(_, code) => Some((code & 0xff) << 8),
+        WaitStatus::Signaled(_, signal, core_dumped) => {
+            Some(signal as i32 | if core_dumped { 0x80 } else { 0 })
+        }
         _ => None,
-    })
+    }
 }
 
 impl Drop for RunningChild {

@@ -43,6 +43,7 @@ use nix::unistd::{ForkResult, Pid, execvpe, fork, getgid, getuid};
 use super::SETUP_FAILED;
 use super::policy::{Level, Policy};
 use super::protections::{Mechanism, SandboxReport, refusal};
+use crate::process::raw_wait_status;
 
 /// The Landlock ABI whose network rights and scopes kactors asks for (6.18 kernels report 7,
 /// whose additions are audit flags only). Older kernels get what they have.
@@ -59,6 +60,7 @@ pub fn sandbox_exec(policy: &Policy, command: &[OsString], probe: bool) -> i32 {
     let mut setup = Setup {
         policy,
         report: SandboxReport::default(),
+        private_tmp: false,
     };
     setup.launch(command, probe).unwrap_or_else(|message| {
         let _ = writeln!(std::io::stderr(), "kactors sandbox-exec: {message}");
@@ -69,6 +71,8 @@ pub fn sandbox_exec(policy: &Policy, command: &[OsString], probe: bool) -> i32 {
 struct Setup<'a> {
     policy: &'a Policy,
     report: SandboxReport,
+    /// Whether /tmp is the scratch's own (bound over the machine's), the command's TMPDIR.
+    private_tmp: bool,
 }
 
 /// The process a signal sent to the launcher or to init alone goes on to.
@@ -163,7 +167,7 @@ impl Setup<'_> {
     /// The bounded tmpfs on the scratch folder, /dev/shm bound into it, /run/user (where the
     /// user's sockets live) hidden. Mounts made here stay in this namespace. /tmp itself stays
     /// (read-only under Landlock): a run directory or a Python environment may lie beneath it.
-    fn bounded_scratch(&self, command: &[OsString], probe: bool) -> Result<String, String> {
+    fn bounded_scratch(&mut self, command: &[OsString], probe: bool) -> Result<String, String> {
         let fail = |what: &str, error: nix::Error| format!("{what}: {}", errno_text(error));
         mount(
             None::<&str>,
@@ -211,6 +215,7 @@ impl Setup<'_> {
             )
             .map_err(|error| fail("hiding /run/user", error))?;
         }
+        self.private_tmp = kept_tmp.is_none();
         let tmp = match kept_tmp {
             None => "a private /tmp".to_string(),
             Some(path) => format!("/tmp read-only, since {} lies beneath it", path.display()),
@@ -309,7 +314,7 @@ impl Setup<'_> {
                 loop {
                     match waitpid(None, None) {
                         Ok(status) if status.pid() == Some(child) => {
-                            let raw = raw_status(status);
+                            let raw = raw_wait_status(status).unwrap_or(SETUP_FAILED << 8);
                             let mut file = fs::File::from(status_write);
                             let _ = file.write_all(&raw.to_ne_bytes());
                             return Ok(0);
@@ -330,11 +335,7 @@ impl Setup<'_> {
         );
         let tmp = self.policy.scratch.join("tmp");
         fs::create_dir_all(&tmp).map_err(|error| format!("{}: {error}", tmp.display()))?;
-        let tmp = if self
-            .report
-            .step(Mechanism::Scratch)
-            .is_some_and(|step| step.ok && step.detail.starts_with("a private /tmp"))
-        {
+        let tmp = if self.private_tmp {
             PathBuf::from("/tmp")
         } else {
             tmp
@@ -599,15 +600,6 @@ fn wait_for(child: Pid) -> Result<WaitStatus, String> {
             Err(nix::Error::EINTR) => continue,
             Err(error) => return Err(format!("waitpid: {}", errno_text(error))),
         }
-    }
-}
-
-/// A wait status as waitpid encodes it.
-fn raw_status(status: WaitStatus) -> i32 {
-    match status {
-        WaitStatus::Exited(_, code) => (code & 0xff) << 8,
-        WaitStatus::Signaled(_, signal, core) => signal as i32 | if core { 0x80 } else { 0 },
-        _ => SETUP_FAILED << 8,
     }
 }
 

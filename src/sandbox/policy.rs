@@ -116,21 +116,9 @@ impl Sandbox {
 
     pub fn confinement(&self, access: &Access<'_>) -> Confinement {
         Confinement {
-            sandbox: self.clone(),
+            launcher: self.launcher.clone(),
             policy: self.policy(access),
         }
-    }
-
-    /// `spec` as the launcher runs it inside `policy`'s sandbox: the same child, its program
-    /// and arguments after the launcher's.
-    pub fn confine(&self, mut spec: ChildSpec, policy: &Policy) -> ChildSpec {
-        let mut args = policy.to_args();
-        args.push("--".into());
-        args.push(spec.program.clone().into());
-        args.append(&mut spec.args);
-        spec.program = self.launcher.clone();
-        spec.args = args;
-        spec
     }
 }
 
@@ -143,16 +131,24 @@ pub struct Access<'a> {
     pub scratch: &'a Path,
 }
 
-/// One child's sandbox: the run's, with the child's own policy.
+/// One child's sandbox: the run's launcher, with the child's own policy.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Confinement {
-    pub sandbox: Sandbox,
+    pub launcher: PathBuf,
     pub policy: Policy,
 }
 
 impl Confinement {
-    pub fn apply(&self, spec: ChildSpec) -> ChildSpec {
-        self.sandbox.confine(spec, &self.policy)
+    /// `spec` as the launcher runs it inside the policy's sandbox: the same child, its program
+    /// and arguments after the launcher's.
+    pub fn apply(&self, mut spec: ChildSpec) -> ChildSpec {
+        let mut args = self.policy.to_args();
+        args.push("--".into());
+        args.push(spec.program.clone().into());
+        args.append(&mut spec.args);
+        spec.program = self.launcher.clone();
+        spec.args = args;
+        spec
     }
 }
 
@@ -177,13 +173,13 @@ mod tests {
             protocol: Protocol::Pipes,
             label: "evaluator of device 0".into(),
         };
-        let policy = sandbox.policy(&Access {
+        let confinement = sandbox.confinement(&Access {
             run_root: Path::new("/run"),
             readable: &[Path::new("/run/tools")],
             writable: &[Path::new("/run/candidates/3")],
             scratch: Path::new("/run/devices/0/scratch"),
         });
-        let confined = sandbox.confine(spec.clone(), &policy);
+        let confined = confinement.apply(spec.clone());
         assert_eq!(confined.program, PathBuf::from("/opt/kactors"));
         let args: Vec<String> = confined
             .args

@@ -130,3 +130,19 @@ pub fn journal(run: &Path) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The running processes whose environment names `run` as their run directory: kactors'
+/// children and everything they started, sandboxed or not, as seen from outside.
+pub fn children_of_run(run: &Path) -> Vec<i32> {
+    let marker = format!("KACTORS_RUN_DIR={}", run.display()).into_bytes();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|environ| environ.split(|b| *b == 0).any(|var| var == marker))
+        })
+        .filter(|pid| super::is_running(*pid))
+        .collect()
+}

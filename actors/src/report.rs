@@ -132,6 +132,9 @@ struct FinishedCandidate {
     round: u32,
     device: DeviceId,
     finished: SystemTime,
+    /// Its place among the journal's `candidate_finished` records: two stamped in the same
+    /// millisecond keep the journal's order.
+    order: usize,
     fate: Fate,
 }
 
@@ -167,6 +170,8 @@ pub struct RunSummary {
     /// Every candidate with a `candidate_finished` record, and the outcome of each candidate's
     /// latest evaluation attempt (what its failure is marked by).
     candidates: BTreeMap<CandidateId, FinishedCandidate>,
+    /// The `candidate_finished` records seen so far: the next one's `order`.
+    finished_seen: usize,
     last_evaluations: BTreeMap<CandidateId, EvaluationOutcome>,
     /// The beam as the latest `beam_updated` left it.
     beam: Vec<CandidateId>,

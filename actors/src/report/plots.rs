@@ -43,6 +43,7 @@ impl RunSummary {
                         }
                     }
                 };
+                self.finished_seen += 1;
                 self.candidates.insert(
                     *candidate,
                     FinishedCandidate {
@@ -50,6 +51,7 @@ impl RunSummary {
                         round: *round,
                         device: *device,
                         finished: record.t,
+                        order: self.finished_seen,
                         fate,
                     },
                 );
@@ -151,11 +153,12 @@ struct Improvement {
 /// The best time as it fell: each verified candidate, in the order they finished, that beat
 /// all before it (the initial kernel first).
 fn improvements(summary: &RunSummary) -> Vec<Improvement> {
-    let mut verified: Vec<(f64, CandidateId, f64)> = summary
+    let mut verified: Vec<(usize, f64, CandidateId, f64)> = summary
         .candidates
         .iter()
         .filter_map(|(id, candidate)| match candidate.fate {
             Fate::Verified { time_ms } => Some((
+                candidate.order,
                 summary.seconds_since_start(candidate.finished),
                 *id,
                 time_ms,
@@ -163,10 +166,11 @@ fn improvements(summary: &RunSummary) -> Vec<Improvement> {
             Fate::Failed { .. } => None,
         })
         .collect();
-    verified.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    // In the journal's order: a time stamped to the millisecond can tie.
+    verified.sort_by_key(|(order, ..)| *order);
     let mut best = f64::INFINITY;
     let mut out = Vec::new();
-    for (seconds, candidate, time_ms) in verified {
+    for (_, seconds, candidate, time_ms) in verified {
         if time_ms < best {
             best = time_ms;
             out.push(Improvement {

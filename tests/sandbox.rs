@@ -383,7 +383,9 @@ fn off_runs_unsandboxed_and_says_so_once() {
 /// read-only $HOME stopped every sandboxed evaluator from starting).
 #[test]
 fn a_child_that_needs_nothing_under_tmp_gets_a_private_tmp_it_may_write() {
-    let folder = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // /var/tmp (the FHS's other temporary folder), not the build's target/: a clone of the
+    // repository may itself lie under /tmp.
+    let folder = tempfile::tempdir_in("/var/tmp").unwrap();
     let root = folder.path();
     assert!(!root.starts_with("/tmp"), "{}", root.display());
     std::fs::create_dir_all(root.join("own")).unwrap();

@@ -3,7 +3,7 @@
 `FAIL <what>: <why>`, and a markdown table before them.
 
     python3 check.py attacks RUN_DIR TCP_RECORD PTH_PATH KERNEL_DIR HOME_DIR
-    python3 check.py compare SANDBOXED_RUN UNSANDBOXED_RUN
+    python3 check.py compare SANDBOXED_RUN[,RUN...] UNSANDBOXED_RUN[,RUN...]
 """
 
 import json
@@ -61,36 +61,78 @@ def attacks(run, tcp_record, pth, kernel, home):
 
 
 def by_source(run):
-    """{first line of the kernel: (time_ms, evaluation seconds)} of each candidate that passed."""
+    """{kernel source: (time_ms, evaluation seconds, is the run's first evaluation)} of each
+    candidate that passed; the first evaluation also starts the evaluator."""
     records = journal(run)
     seconds = {}
     for r in records:
         if r["type"] == "evaluated" and r.get("seconds") is not None:
             seconds[r["candidate"]] = seconds.get(r["candidate"], 0.0) + r["seconds"]
+    first = min(seconds, default=None)
     found = {}
     for r in records:
         if r["type"] == "candidate_finished" and r.get("passed") and r.get("time_ms"):
-            name = (Path(run) / "candidates" / str(r["candidate"]) / "kernel.py").read_text().splitlines()[0]
-            found[f"{r['candidate']} {name[:60]}"] = (r["time_ms"], seconds.get(r["candidate"]))
+            source = (Path(run) / "candidates" / str(r["candidate"]) / "kernel.py").read_text()
+            found[source] = (r["time_ms"], seconds.get(r["candidate"]), r["candidate"] == first)
     return found
 
 
+def joined(runs):
+    """{first line of the kernel: ([time_ms], [seconds], is first)} over the comma-separated runs,
+    keeping only kernels every run verified."""
+    each = [by_source(run) for run in runs.split(",")]
+    common = set.intersection(*(set(found) for found in each))
+    return {source.splitlines()[0][:60]: ([found[source][0] for found in each],
+                                          [found[source][1] for found in each],
+                                          each[0][source][2])
+            for source in common}
+
+
+def spread(times):
+    """How far apart a kernel's times in runs of one setting are, relative to the fastest."""
+    return max(times) / min(times) - 1
+
+
 def compare(sandboxed, unsandboxed):
-    inside, outside = by_source(sandboxed), by_source(unsandboxed)
-    print("| candidate | sandboxed ms | unsandboxed ms | ratio | sandboxed s | unsandboxed s |\n|---|---|---|---|---|---|")
-    ratios, extra = [], []
+    """Both arguments: comma-separated run directories of the same searches."""
+    inside, outside = joined(sandboxed), joined(unsandboxed)
+    print("| kernel | sandboxed ms | unsandboxed ms | ratio | sandboxed s | unsandboxed s |\n|---|---|---|---|---|---|")
+    ratios, extra, start = [], [], []
     for key in sorted(inside.keys() & outside.keys()):
-        (t_in, s_in), (t_out, s_out) = inside[key], outside[key]
-        ratios.append(t_in / t_out)
-        if s_in is not None and s_out is not None:
-            extra.append(s_in - s_out)
-        print(f"| {key} | {t_in:.4f} | {t_out:.4f} | {t_in / t_out:.4f} | {s_in} | {s_out} |")
-    verdict(bool(ratios) and all(abs(r - 1) <= 0.01 for r in ratios),
-            f"honest kernels within 1% of their times without the sandbox ({len(ratios)} kernels, ratios {[round(r, 4) for r in ratios]})",
+        (t_in, s_in, first), (t_out, s_out, _) = inside[key], outside[key]
+        ratio = statistics.mean(t_in) / statistics.mean(t_out)
+        ratios.append(ratio)
+        if None not in s_in + s_out:
+            (start if first else extra).append(statistics.mean(s_in) - statistics.mean(s_out))
+        print(f"| {key}{' (first)' if first else ''} | {' '.join(f'{t:.4f}' for t in t_in)} | "
+              f"{' '.join(f'{t:.4f}' for t in t_out)} | {ratio:.4f} | "
+              f"{' '.join(f'{s:.3f}' for s in s_in)} | {' '.join(f'{s:.3f}' for s in s_out)} |")
+    # A kernel whose time moves by more than 1% between two runs of the same setting (an
+    # autotuner that picks another configuration, a split-K whose reduce varies) cannot show a 1%
+    # effect of the sandbox either way; it is named, and the verdict rests on the others.
+    steady = {key: ratio for key, ratio in zip(sorted(inside.keys() & outside.keys()), ratios)
+              if spread(inside[key][0]) <= 0.01 and spread(outside[key][0]) <= 0.01}
+    for key in sorted((inside.keys() & outside.keys()) - steady.keys()):
+        print(f"INFO {key[:40]!r} varies run to run by {spread(inside[key][0]):.0%} with the sandbox and "
+              f"{spread(outside[key][0]):.0%} without it: left out of the 1% check")
+    verdict(bool(steady) and all(abs(r - 1) <= 0.01 for r in steady.values()),
+            f"honest kernels within 1% of their times without the sandbox ({len(steady)} kernels steady run to run, "
+            f"ratios {[round(r, 4) for r in steady.values()]})",
             "see the table")
     if extra:
         median = statistics.median(extra)
-        verdict(median <= 0.05, f"median cost per candidate of the sandbox {median * 1000:+.0f} ms (goal at most 50 ms)", extra)
+        verdict(median <= 0.05, f"median cost per candidate of the sandbox {median * 1000:+.0f} ms over "
+                f"{len(extra)} candidates after the first (goal at most 50 ms): "
+                f"{[round(e * 1000) for e in extra]} ms", extra)
+    else:
+        verdict(False, "cost per candidate", "no candidate after the first verified in every run")
+    for cost in start:
+        print(f"INFO the run's first evaluation, which also starts the evaluator: {cost * 1000:+.0f} ms with the sandbox")
+    for run in sandboxed.split(","):
+        profiled(run)
+
+
+def profiled(sandboxed):
     records = journal(sandboxed)
     recorded = [r for r in records if r["type"] == "profile_recorded"]
     failed = [r.get("error", "")[:200] for r in records if r["type"] in ("profile_failed", "profiling_stopped")]

@@ -6,13 +6,10 @@
 //! docs/agent-protocol.md). The evaluator protocol (fds 3 and 4, the zygote) stays between an
 //! agent and its evaluators; only the agent's channel crosses nodes.
 //!
-//! `node.rs` is the agent's side; the head's side is `link.rs` (one channel per node, its
-//! heartbeat, scancel when an agent stops answering), `remote.rs` (the ports over the links)
-//! and `launch.rs` (the steps started on the allocation and the run's device table).
+//! Two programs, a room each, and the channel between them: `node.rs` is the agent's side
+//! (`kactors agent`), `head/` the head's (placing a run on the allocation, starting the agents,
+//! their links, restarts and the ports over them), and `wire.rs` the messages both speak.
 
-pub mod launch;
-pub mod link;
+pub mod head;
 pub mod node;
-pub mod remote;
-pub mod restart;
 pub mod wire;

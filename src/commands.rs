@@ -8,7 +8,6 @@ mod agent;
 mod check;
 mod completions;
 mod devices;
-mod placement;
 mod profile;
 mod report;
 mod resume;
@@ -46,6 +45,8 @@ pub enum CommandError {
     DeviceSelection(#[from] crate::devices::DeviceError),
     #[error(transparent)]
     Report(#[from] report::ReportError),
+    #[error(transparent)]
+    Placement(#[from] crate::placement::PlacementError),
     #[error("{0}")]
     Environment(String),
     /// A command line that cannot be carried out as asked (`kactors profile` on noop).

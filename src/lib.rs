@@ -17,6 +17,7 @@ pub mod kernel_dir;
 pub mod llm;
 pub mod noop;
 pub mod nvidia;
+pub mod placement;
 pub mod platform;
 pub mod platform_profiler;
 pub mod process;

@@ -249,12 +249,21 @@ fn each_layer_imports_only_the_layers_below_it() {
         &[
             "check",
             "config",
+            "console",
             "devices",
             "platform",
             "process",
             "profiling",
             "slurm",
             "vendor",
+        ],
+    );
+    check_layer(
+        &graph,
+        "placement",
+        &[
+            "agent", "check", "config", "console", "devices", "gpus", "platform", "sandbox",
+            "slurm", "vendor",
         ],
     );
 }

@@ -6,8 +6,9 @@ use crate::config::CliOverrides;
 use crate::console;
 
 use super::CommandError;
-use super::placement::{AgentInputs, launches_on_slurm, list_on_allocation};
 use super::settings::load_strategy;
+use crate::agent::head::placement::{AgentInputs, list_on_allocation};
+use crate::placement::{PlacementError, launches_on_slurm};
 
 /// `kactors devices`: what a run with the strategy would use. Only the selection: no GPU is
 /// locked, so it answers while a run holds the GPUs.
@@ -76,9 +77,9 @@ fn allocation_devices(
         config_dir: args.config_dir.config_dir.as_deref(),
         python: None,
     };
-    let hellos = list_on_allocation(settings, &inputs, host)?;
+    let hellos = list_on_allocation(settings, &inputs, host).map_err(PlacementError::from)?;
     let (table, _) =
-        crate::agent::launch::DeviceTable::assign(&hellos.iter().collect::<Vec<_>>(), None);
+        crate::agent::head::launch::DeviceTable::assign(&hellos.iter().collect::<Vec<_>>(), None);
     let vendor = hellos
         .first()
         .map_or(crate::vendor::Platform::Noop, |hello| {

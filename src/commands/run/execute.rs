@@ -32,9 +32,10 @@ use crate::signals::{ProcessGroupSignaller, forward_signals};
 use crate::vendor::{Platform, Vendor};
 
 use super::super::CommandError;
-use super::super::placement::{AgentInputs, Placement};
 use super::super::settings::load_strategy;
 use super::invocation::Invocation;
+use crate::agent::head::placement::AgentInputs;
+use crate::placement::Placement;
 
 /// Restarts allowed per device's worker, and per node's agent under Slurm: enough to survive
 /// the odd crash, few enough that a device that keeps killing its worker, or a node that keeps

@@ -18,7 +18,7 @@ use actors::ports::{EvaluatorFactory, KernelProfiler};
 use super::link::{AgentLink, LinkSettings, NotLaunched};
 use super::remote::{RemoteDevices, RemoteEvaluatorFactory, RemoteProfiler};
 use super::restart::{AgentLaunch, NodeAgentHandle, start_run};
-use super::wire::{Assignment, Hello};
+use crate::agent::wire::{Assignment, Hello};
 use crate::check::CheckLine;
 use crate::devices::{GpuSpec, spec_by_name};
 use crate::process::{ChildEnv, ChildSpec, Protocol};
@@ -207,7 +207,7 @@ impl DeviceTable {
     /// The devices the agents offered, the first `wanted` of them (all when `None`), with a
     /// note when that is not all.
     pub fn assign(hellos: &[&Hello], wanted: Option<u32>) -> (DeviceTable, Vec<String>) {
-        let offered: Vec<(&Hello, &super::wire::OfferedDevice)> = hellos
+        let offered: Vec<(&Hello, &crate::agent::wire::OfferedDevice)> = hellos
             .iter()
             .flat_map(|hello| hello.devices.iter().map(move |device| (*hello, device)))
             .collect();

@@ -17,7 +17,7 @@ use actors::ports::{
 
 use super::link::{AgentLink, Reply};
 use super::restart::NodeAgentHandle;
-use super::wire::{AgentRequest, NextDraws, WireOutcome, WireProfileJob};
+use crate::agent::wire::{AgentRequest, NextDraws, WireOutcome, WireProfileJob};
 
 /// Which node's agent serves each device of the run, and how often a lost one is started
 /// again.

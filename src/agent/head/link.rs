@@ -18,7 +18,7 @@ use actors::ports::EvaluatorStart;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::wire::{AgentMessage, AgentRequest, Hello, WireOutcome};
+use crate::agent::wire::{AgentMessage, AgentRequest, Hello, WireOutcome};
 use crate::process::{ChildSpec, ProtocolPipes, ReplyReader, RunningChild, log_tail, spawn};
 use crate::slurm::signal_step;
 
@@ -584,7 +584,7 @@ mod tests {
                 move |id| AgentRequest::StopDevice {
                     id,
                     device: actors::model::DeviceId(device),
-                    then: super::super::wire::NextDraws::Search,
+                    then: crate::agent::wire::NextDraws::Search,
                 }
             };
             let (first, second) = tokio::join!(link.call(stop(0)), link.call(stop(1)));

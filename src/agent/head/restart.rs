@@ -15,7 +15,7 @@ use actors::ports::{AgentLoss, LocalFuture};
 use futures_util::future::{FutureExt, Shared};
 
 use super::link::{AgentLink, LinkSettings};
-use super::wire::{AgentRequest, Assignment, Hello};
+use crate::agent::wire::{AgentRequest, Assignment, Hello};
 use crate::process::ChildSpec;
 
 /// One node's agent, started; started again when it is lost.

@@ -11,11 +11,13 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use actors::journal::{JournalRecord, format_utc_millis};
+use actors::journal::{JournalRecord, KeptCode, LineWriter, format_utc_millis};
 use actors::model::CandidateId;
 use actors::ports::{RemovedCaches, RunStore};
 
+use crate::config::ranges::MAX_SOURCE_BYTES;
 use crate::process::pid_lock::{Locked, PidLock, try_lock};
+use crate::user_file;
 
 #[cfg(feature = "test-hooks")]
 pub use abort_at::ABORT_AT_VARIABLE;
@@ -54,6 +56,8 @@ pub struct RunDirectory {
     /// The journal's length after its last complete record: a failed append is cut back to it,
     /// so that a full disk never leaves a torn line.
     journal_len: u64,
+    /// What the journal's lines leave out is what this process wrote before.
+    lines: LineWriter,
     /// Held as long as this process works in the folder: a second run or resume is refused.
     _lock: PidLock,
     abort_at: Option<AbortAt>,
@@ -140,6 +144,7 @@ impl RunDirectory {
             root,
             journal,
             journal_len: 0,
+            lines: LineWriter::default(),
             _lock: lock,
             abort_at: AbortAt::from_environment(),
         })
@@ -169,6 +174,7 @@ impl RunDirectory {
             root,
             journal,
             journal_len,
+            lines: LineWriter::default(),
             _lock: lock,
             abort_at: AbortAt::from_environment(),
         })
@@ -211,6 +217,17 @@ fn ends_with_newline(path: &Path) -> io::Result<bool> {
 /// An error of the run directory names the file it was about.
 fn at(path: &Path, error: io::Error) -> io::Error {
     io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+}
+
+/// A run directory's files as its journal's readers take them: the code its lines keep by
+/// hash (no longer than the largest source a run takes).
+pub struct RunFiles<'a>(pub &'a Path);
+
+impl KeptCode for RunFiles<'_> {
+    fn read(&mut self, file: &str) -> Result<String, String> {
+        user_file::read_text(&self.0.join(file), *MAX_SOURCE_BYTES.end())
+            .map_err(|error| error.to_string())
+    }
 }
 
 /// The report's two files, by name.
@@ -267,7 +284,7 @@ fn write_atomically(path: &Path, contents: &str) -> io::Result<()> {
 
 impl RunStore for RunDirectory {
     fn append(&mut self, record: &JournalRecord) -> io::Result<()> {
-        let json = record.to_json();
+        let json = self.lines.line(record);
         if let Some(abort_at) = &mut self.abort_at {
             abort_at.before(&json);
         }

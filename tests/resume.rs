@@ -284,6 +284,59 @@ fn a_run_killed_during_an_evaluation_resumes_to_the_end_the_same_run_left_alone_
     }
 }
 
+/// Issue 24: a journal of version 3, whose lines are whole (every proposal's code inline, nulls
+/// and each candidate's placement said), resumes as it always did: its code comes from the
+/// journal, not the candidates' folders, and the run goes on in version 4 lines to the end the
+/// same run left alone reaches.
+#[test]
+fn a_version_3_journal_with_its_code_inline_resumes_to_the_end_the_same_run_left_alone_reaches() {
+    let strategy = format!("{NOOP}{ROUNDS}");
+    let alone = Workspace::new(&strategy);
+    assert_exit(&alone.run(&[]), 0);
+    let expected = Journal::read(&alone.run_dir());
+
+    let killed = Workspace::new(&strategy);
+    let run = killed.run_killed_at("evaluated:7", &[]);
+    let (records, _) = support::runs::records_of(&run).unwrap();
+    let mut version_3 = String::new();
+    for record in &records {
+        let mut line = record.to_json();
+        line["v"] = 3.into();
+        version_3.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(run.join("journal.jsonl"), &version_3).unwrap();
+    // Before version 4 a proposal's code file was written only when it was dispatched.
+    for candidate in std::fs::read_dir(run.join("candidates")).unwrap() {
+        let _ = std::fs::remove_file(candidate.unwrap().path().join("kernel.proposal.py"));
+    }
+
+    assert_exit(&killed.resume(&run), 0);
+    let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap();
+    assert!(
+        text.starts_with(&version_3),
+        "the old lines stay as they were"
+    );
+    let later: Vec<Value> = text[version_3.len()..]
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert!(
+        later.iter().all(|line| line["v"] == 4),
+        "the resume writes version 4"
+    );
+    let journal = Journal::read(&run);
+    assert_nothing_done_twice(&journal);
+    assert_eq!(journal.fates(), expected.fates());
+    assert_eq!(journal.final_beam(), expected.final_beam());
+    assert_eq!(journal.finished()["outcome"], "completed");
+    let report = finish({
+        let mut command = kactors(killed.path());
+        command.arg("report").arg(&run);
+        command
+    });
+    assert_exit(&report, 0);
+}
+
 /// The loopback server's answer: code that depends on the prompt alone (so that a request
 /// gets the same reply whenever it is sent), no lesson from a reflexion.
 fn answer_by_prompt(body: &str) -> (u16, String) {
@@ -813,10 +866,9 @@ fn max_time_ends_the_run_as_planned_before_the_limit() {
 /// much later.
 fn age_journal(run: &Path, by: Duration) {
     let path = run.join("journal.jsonl");
-    let text = std::fs::read_to_string(&path).unwrap();
+    let (records, _) = support::runs::records_of(run).unwrap();
     let mut aged = String::new();
-    for line in text.lines() {
-        let mut record = JournalRecord::from_line(line).unwrap();
+    for mut record in records {
         record.t -= by;
         aged.push_str(&record.to_json().to_string());
         aged.push('\n');

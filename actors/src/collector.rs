@@ -53,14 +53,16 @@ pub struct PrepareFolder {
     pub files: Vec<(String, String)>,
 }
 
-/// Keep an LLM exchange in a candidate's folder: the prompt and the reply, each synced to disk,
-/// before the reply's record is journaled. Answers the reply's file and SHA-256.
+/// Keep an LLM exchange in a candidate's folder: the prompt, the reply and the code it proposes
+/// (by attempt, `journal::code_file_name`), each synced to disk, before the reply's record is
+/// journaled, which then names the code by its hash. Answers the reply's file and SHA-256.
 #[derive(Message)]
 #[rtype(result = "Result<ReplyFile, String>")]
 pub struct KeepReply {
     pub candidate: CandidateId,
     pub prompt: (String, String),
     pub reply: (String, String),
+    pub code: Option<(String, String)>,
 }
 
 /// Write a file into an existing candidate folder (results, analyses).
@@ -480,11 +482,13 @@ impl Handler<KeepReply> for Collector {
         let failure = self.failure.clone();
         let file = format!("candidates/{}/{}", message.candidate, message.reply.0);
         let sha256 = crate::journal::sha256_hex(&message.reply.1);
-        let _ = self.commands.send(Command::Prepare(
-            message.candidate,
-            vec![message.prompt, message.reply],
-            reply,
-        ));
+        let files = [message.prompt, message.reply]
+            .into_iter()
+            .chain(message.code)
+            .collect();
+        let _ = self
+            .commands
+            .send(Command::Prepare(message.candidate, files, reply));
         Box::pin(async move {
             answer_of(answer, failure)
                 .await

@@ -2,10 +2,12 @@
 //! with milliseconds) and `type`. docs/journal.md documents every record; resume, reports and
 //! later tools read it, so a change of shape is a change of `SCHEMA_VERSION`.
 //!
-//! Records are read back too (`JournalRecord::from_line`, a whole journal with `read_journal`): version 2 and 3 journals rebuild the
-//! search's state, and version 1 journals still give a report (the fields version 2 added read
-//! as absent). Version 3 added the device table's `node`, `index` and `step` (the Slurm
-//! launcher), which read as absent from older journals.
+//! Records are read back too (a whole journal with `read_journal`, a whole line alone with
+//! `JournalRecord::from_line`): version 2 to 4 journals rebuild the search's state, and version 1
+//! journals still give a report (the fields version 2 added read as absent). Version 3 added the
+//! device table's `node`, `index` and `step` (the Slurm launcher), which read as absent from
+//! older journals. Version 4 lines leave out what the lines before them give (`lines`: nulls, a
+//! candidate's placement said before, a kept reply's code, which is in the candidate's folder).
 
 use std::time::{Duration, SystemTime};
 
@@ -20,13 +22,18 @@ use crate::profile::KernelProfile;
 use crate::speed_of_light::Floor;
 
 mod history;
+mod lines;
 mod reading;
 #[cfg(test)]
 pub(crate) mod samples;
 pub use history::{History, history};
+pub use lines::{
+    KeptCode, KeptCodeError, LineError, LineReader, LineWriter, NoKeptCode, code_file,
+    code_file_name,
+};
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The oldest journal this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
@@ -677,15 +684,23 @@ impl JournalRecord {
         serde_json::Value::Object(object)
     }
 
-    /// Reads one journal line of any readable version.
+    /// Reads one whole journal line of any readable version: a line of version 4 that left out
+    /// what the lines before it give reads only through `LineReader` (`read_journal`).
     pub fn from_line(line: &str) -> Result<JournalRecord, RecordError> {
         let value: serde_json::Value =
             serde_json::from_str(line).map_err(|error| RecordError::NotJson(error.to_string()))?;
-        let serde_json::Value::Object(mut object) = value else {
+        let serde_json::Value::Object(object) = value else {
             return Err(RecordError::NotJson(
                 "a JSON value that is not an object".into(),
             ));
         };
+        JournalRecord::from_object(object)
+    }
+
+    /// A record from a line's JSON object.
+    pub fn from_object(
+        mut object: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<JournalRecord, RecordError> {
         let version = object.remove("v").unwrap_or(serde_json::Value::Null);
         if !version.as_u64().is_some_and(|v| {
             (u64::from(OLDEST_READABLE_VERSION)..=u64::from(SCHEMA_VERSION)).contains(&v)
@@ -879,8 +894,8 @@ mod tests {
         check("{\"v\":2,\"t\":\"2026-12-02T10:3", "not a JSON object");
         check("[1]", "not a JSON object");
         check(
-            "{\"v\":4,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
-            "schema version 4",
+            "{\"v\":5,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
+            "schema version 5",
         );
         check(
             "{\"v\":2,\"t\":\"yesterday\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",

@@ -13,7 +13,7 @@ use actors::report::RunSummary;
 use crate::cli::ReportArgs;
 use crate::console;
 use crate::exit;
-use crate::run_dir::{LIVE_REPORT, REPORT, resume_command, write_report_files};
+use crate::run_dir::{LIVE_REPORT, REPORT, RunFiles, resume_command, write_report_files};
 
 use super::{CommandError, refuse};
 
@@ -48,7 +48,8 @@ pub(super) fn report(args: ReportArgs) -> Result<i32, CommandError> {
     let mut summary = RunSummary::default();
     summary.resume_with(Some(resume_command.clone()));
     let mut records = 0_usize;
-    let torn = read_journal(BufReader::new(file), |record| {
+    let mut code = RunFiles(&args.run_dir);
+    let torn = read_journal(BufReader::new(file), &mut code, |record| {
         records += 1;
         summary.observe(&record);
     })

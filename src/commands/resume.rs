@@ -15,7 +15,7 @@ use actors::journal::{
 
 use crate::cli::ResumeArgs;
 use crate::console;
-use crate::run_dir::RunDirectory;
+use crate::run_dir::{RunDirectory, RunFiles};
 use crate::user_file::open_regular;
 
 use super::CommandError;
@@ -30,8 +30,10 @@ fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u6
     let (file, metadata) = open_regular(&path).map_err(|error| unreadable(error.to_string()))?;
     let length = metadata.len();
     let mut records = Vec::new();
-    let torn = read_journal(BufReader::new(file), |record| records.push(record))
-        .map_err(|error| unreadable(error.to_string()))?;
+    let torn = read_journal(BufReader::new(file), &mut RunFiles(root), |record| {
+        records.push(record)
+    })
+    .map_err(|error| unreadable(error.to_string()))?;
     let whole_bytes = length.saturating_sub(torn.map_or(0, |torn| torn.bytes as u64));
     let version = first_version(&path).map_err(|error| unreadable(error.to_string()))?;
     if version.is_some_and(|version| version < u64::from(OLDEST_RESUMABLE_VERSION)) {

@@ -18,12 +18,8 @@ impl Journal {
     /// Whatever the journal holds now, a torn last line left out: for polling a live run or
     /// reading a killed one.
     pub fn peek(run: &Path) -> Journal {
-        let text = std::fs::read_to_string(run.join("journal.jsonl")).unwrap_or_default();
-        Journal(
-            text.lines()
-                .filter_map(|line| serde_json::from_str(line).ok())
-                .collect(),
-        )
+        let records = super::runs::records_of(run).map_or_else(|_| Vec::new(), |read| read.0);
+        Journal(records.iter().map(JournalRecord::to_json).collect())
     }
 
     pub fn of_type<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
@@ -107,11 +103,9 @@ pub fn finished(records: &[Value], candidate: u64) -> &Value {
 
 /// A run's journal as the runtime reads it: every line a `JournalRecord`.
 pub fn typed_records(run: &Path) -> Vec<JournalRecord> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| JournalRecord::from_line(line).unwrap())
-        .collect()
+    let (records, torn) = super::runs::records_of(run).unwrap();
+    assert!(torn.is_none(), "a torn line: {torn:?}");
+    records
 }
 
 /// Whether a JSON number is `expected`, to a relative 1e-9.

@@ -6,6 +6,10 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use std::io::BufReader;
+
+use actors::journal::{JournalReadError, JournalRecord, TornLine, read_journal};
+use kactors::run_dir::RunFiles;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -120,15 +124,22 @@ pub fn only_run_in(runs: &Path) -> PathBuf {
     folders[0].clone()
 }
 
-/// A run's journal, every line read as JSON.
+/// A run's journal, every record whole as JSON (what a line left out put back: the lines before
+/// it, the code kept in the candidates' folders); a torn line fails the test.
 pub fn journal(run: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(run.join("journal.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|line| {
-            serde_json::from_str(line).unwrap_or_else(|e| panic!("a torn line {line:?}: {e}"))
-        })
-        .collect()
+    let records = records_of(run).unwrap_or_else(|error| panic!("{error}"));
+    assert!(records.1.is_none(), "a torn line: {:?}", records.1);
+    records.0.iter().map(|record| record.to_json()).collect()
+}
+
+/// A run's journal as the runtime reads it, and its torn last line.
+pub fn records_of(run: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>), JournalReadError> {
+    let file = std::fs::File::open(run.join("journal.jsonl"))?;
+    let mut records = Vec::new();
+    let torn = read_journal(BufReader::new(file), &mut RunFiles(run), |record| {
+        records.push(record)
+    })?;
+    Ok((records, torn))
 }
 
 /// The running processes whose environment names `run` as their run directory: kactors'

@@ -4,6 +4,7 @@
 
 use std::io::{self, BufRead, Read};
 
+use super::lines::{KeptCode, KeptCodeError, LineError, LineReader};
 use super::{Event, JournalRecord, RecordError};
 
 /// The longest line read. The largest record carries one candidate's code (at most
@@ -17,6 +18,8 @@ pub enum JournalReadError {
     Io(#[from] io::Error),
     #[error("line {line} of the journal is not a kactors record: {source}")]
     Record { line: usize, source: RecordError },
+    #[error("line {line} of the journal: {source}")]
+    Code { line: usize, source: KeptCodeError },
     #[error(
         "line {line} of the journal is longer than {MAX_LINE_BYTES} bytes, which no kactors record is"
     )]
@@ -35,14 +38,17 @@ pub struct TornLine {
     pub bytes: usize,
 }
 
-/// Hands every whole record of a journal to `each`, in order. A last line without its newline
-/// that is not a record is the torn end of a killed run: it is answered, not an error.
+/// Hands every whole record of a journal to `each`, in order, the code its lines keep by hash
+/// read back through `code` (the run directory). A last line without its newline that is not a
+/// record is the torn end of a killed run: it is answered, not an error.
 pub fn read_journal(
     mut reader: impl BufRead,
+    code: &mut dyn KeptCode,
     mut each: impl FnMut(JournalRecord),
 ) -> Result<Option<TornLine>, JournalReadError> {
     let mut buffer = Vec::new();
     let mut line = 0;
+    let mut lines = LineReader::default();
     loop {
         buffer.clear();
         let read = reader
@@ -58,8 +64,8 @@ pub fn read_journal(
             return Err(JournalReadError::TooLong { line });
         }
         let parsed = std::str::from_utf8(&buffer)
-            .map_err(|error| RecordError::NotJson(error.to_string()))
-            .and_then(|text| JournalRecord::from_line(text.trim_end_matches('\n')));
+            .map_err(|error| LineError::Record(RecordError::NotJson(error.to_string())))
+            .and_then(|text| lines.record(text.trim_end_matches('\n'), code));
         match parsed {
             Ok(record) => {
                 if line == 1 && !matches!(record.event, Event::RunStarted { .. }) {
@@ -71,8 +77,13 @@ pub fn read_journal(
                 }
                 each(record);
             }
-            Err(_) if !whole => return Ok(Some(TornLine { line, bytes: read })),
-            Err(source) => return Err(JournalReadError::Record { line, source }),
+            Err(LineError::Record(_)) if !whole => {
+                return Ok(Some(TornLine { line, bytes: read }));
+            }
+            Err(LineError::Record(source)) => {
+                return Err(JournalReadError::Record { line, source });
+            }
+            Err(LineError::Code(source)) => return Err(JournalReadError::Code { line, source }),
         }
     }
 }
@@ -82,6 +93,7 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
+    use crate::journal::NoKeptCode;
 
     fn line(event: Event) -> String {
         let record = JournalRecord {
@@ -103,7 +115,7 @@ mod tests {
 
     fn read(text: &str) -> (Result<Option<TornLine>, JournalReadError>, usize) {
         let mut records = 0;
-        let result = read_journal(text.as_bytes(), |_| records += 1);
+        let result = read_journal(text.as_bytes(), &mut NoKeptCode, |_| records += 1);
         (result, records)
     }
 
@@ -125,7 +137,10 @@ mod tests {
         };
         let mut read_back = Vec::new();
         let text = format!("{}{}", started(), written.to_json());
-        read_journal(text.as_bytes(), |record| read_back.push(record)).unwrap();
+        read_journal(text.as_bytes(), &mut NoKeptCode, |record| {
+            read_back.push(record)
+        })
+        .unwrap();
         assert_eq!(read_back.last(), Some(&written));
     }
 

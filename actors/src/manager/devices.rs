@@ -16,19 +16,13 @@ use crate::supervision::RestartWorker;
 use super::{Input, Manager};
 
 impl Manager {
-    /// Writes a candidate's code into its folder, then hands it to its device.
+    /// Writes the code evaluated as the candidate's kernel.py (its attempt's own file was kept
+    /// with the reply that proposed it), then hands it to its device.
     pub(super) fn evaluate(&mut self, evaluation: Evaluation, ctx: &mut Context<Self>) {
-        let mut files = vec![(
+        let files = vec![(
             "kernel.py".to_string(),
             evaluation.source.text().to_string(),
         )];
-        if evaluation.parent.is_some() {
-            let attempt_file = match evaluation.attempt {
-                0 => "kernel.proposal.py".to_string(),
-                k => format!("kernel.refine{k}.py"),
-            };
-            files.push((attempt_file, evaluation.source.text().to_string()));
-        }
         self.dispatched_at
             .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
         let collector = self.peers.collector.clone();

@@ -6,7 +6,7 @@ use actix::prelude::*;
 
 use crate::analysis::{parse_bottlenecks, parse_lesson};
 use crate::collector::KeepReply;
-use crate::journal::{Event, ReplyFile, ReplyOutcome};
+use crate::journal::{Event, ReplyFile, ReplyOutcome, code_file_name};
 use crate::llm_broker::Propose;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{LlmError, LlmReply, LlmRequest, RenderedPrompt, RequestKind};
@@ -148,10 +148,17 @@ impl Manager {
         };
         let latency_s = self.seconds_since_asked(asked.request_id());
         let (folder, prompt_name, reply_name) = asked.files();
+        let code = match (&asked, &reply.code) {
+            (Asked::Code { attempt, .. }, Some(code)) => {
+                Some((code_file_name(*attempt), code.text().to_string()))
+            }
+            _ => None,
+        };
         let keep = self.peers.collector.send(KeepReply {
             candidate: folder,
             prompt: (prompt_name, asked.prompt().to_string()),
             reply: (reply_name, reply.text.clone()),
+            code,
         });
         ctx.spawn(keep.into_actor(self).map(move |kept, manager, ctx| {
             let file = kept.ok().and_then(Result::ok);

@@ -21,7 +21,7 @@ use crate::config::{ConfigError, RunSettings, Strategies};
 use crate::console;
 use crate::devices::{HostEnvironment, select_devices};
 use crate::exit;
-use crate::run_dir::folder_stamp;
+use crate::run_dir::{RunFiles, folder_stamp};
 use crate::vendor::{Platform, PlatformRequest, Vendor};
 
 use super::super::CommandError;
@@ -547,7 +547,7 @@ fn read_run(root: &Path) -> Option<(Headline, f64)> {
     let (file, _) = crate::user_file::open_regular(&root.join("journal.jsonl")).ok()?;
     let mut summary = RunSummary::default();
     let mut records = Vec::new();
-    read_journal(BufReader::new(file), |record| {
+    read_journal(BufReader::new(file), &mut RunFiles(root), |record| {
         summary.observe(&record);
         records.push(record);
     })

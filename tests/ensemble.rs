@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 use support::journal::Journal;
-use support::llm_server::{LlmServer, chat_completion};
+use support::llm_server::{LlmServer, chat_completion, last_prompt};
 use support::runs::{assert_exit, finish, only_run};
 use support::{kactors, kernel_with_candidates};
 
@@ -52,15 +52,6 @@ fn serve() -> LlmServer {
         };
         (200, chat_completion(&content))
     })
-}
-
-fn last_prompt(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
-        .and_then(|message| message["content"].as_str())
-        .unwrap_or_default()
-        .to_string()
 }
 
 fn run_command(dir: &Path) -> Command {

@@ -37,7 +37,11 @@ fn strategy(base_url: &str) -> String {
 fn serve() -> LlmServer {
     let count = AtomicU64::new(0);
     LlmServer::start(usize::MAX, move |body| {
-        let body: Value = serde_json::from_str(body).unwrap();
+        // A run killed while sending leaves a connection without its body: nobody reads the
+        // answer, and the server must live on for the resumed run.
+        let Ok(body) = serde_json::from_str::<Value>(body) else {
+            return (400, String::new());
+        };
         let model = body["model"].as_str().unwrap_or_default().replace('-', "_");
         let prompt = last_prompt(&body);
         let content = if prompt.starts_with("# Optimize") || prompt.starts_with("# Fix") {

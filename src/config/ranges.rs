@@ -99,9 +99,18 @@ mod tests {
         let documented = [
             format!("0 to {MAX_DURATION_S} s (7 days)"),
             format!(
-                "| {} to {} each, and N × M ≤ {MAX_CANDIDATES_PER_ROUND} |",
+                "| {} to {} each, and P × M × K × C ≤ {MAX_CANDIDATES_PER_ROUND} |",
                 SEARCH_FACTOR.start(),
                 SEARCH_FACTOR.end()
+            ),
+            format!(
+                "| P 1 to N; C {} to {}; {} to {} models, each weight {} to {} |",
+                SAMPLES_PER_PROMPT.start(),
+                SAMPLES_PER_PROMPT.end(),
+                MODELS.start(),
+                MODELS.end(),
+                MODEL_WEIGHT.start(),
+                MODEL_WEIGHT.end()
             ),
             format!(
                 "on noop {} to {} simulated devices",

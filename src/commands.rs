@@ -49,6 +49,13 @@ pub enum CommandError {
     Placement(#[from] crate::placement::PlacementError),
     #[error("{0}")]
     Environment(String),
+    /// One model of `strategy_config.models` cannot be asked: the entry is named.
+    #[error("strategy_config.models[{index}] ({model}): {source}")]
+    Model {
+        index: usize,
+        model: String,
+        source: Box<CommandError>,
+    },
     /// A command line that cannot be carried out as asked (`kactors profile` on noop).
     #[error("{0}")]
     Usage(String),

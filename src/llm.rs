@@ -4,6 +4,7 @@
 pub mod anthropic;
 mod attempt;
 mod code;
+mod ensemble;
 mod http;
 mod keys;
 mod limits;
@@ -18,6 +19,7 @@ mod window;
 
 pub use attempt::{ChatProvider, ProviderError, RetryCause, WireFormat};
 pub use code::extract_kernel_code;
+pub use ensemble::{EnsembleLlm, Member};
 pub use http::{HttpProvider, HttpProviderError};
 pub use limits::{
     Budget, BudgetRefusal, RateLimiter, RequestCost, Reservation, SpendTotals, TokenEstimator,

@@ -198,6 +198,7 @@ mod tests {
             round: 1,
             system: String::new(),
             prompt: String::new(),
+            model: None,
         }
     }
 

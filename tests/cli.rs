@@ -194,7 +194,7 @@ fn an_unknown_yaml_key_fails_with_exit_2_naming_it() {
 #[test]
 fn kernelagent_config_keys_are_accepted_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    let ka = "strategy: beam_search\nplatform: noop\nprovider: replay\nnum_workers: 2\nmax_rounds: 1\ndivergence_threshold: 50.0\ntarget_platform: cuda\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 2\n  samples_per_prompt: 5\n";
+    let ka = "strategy: beam_search\nplatform: noop\nprovider: replay\nnum_workers: 2\nmax_rounds: 1\ndivergence_threshold: 50.0\ntarget_platform: cuda\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 2\n  workers_per_gpu: 4\n";
     std::fs::write(dir.path().join("ka.yaml"), ka).unwrap();
     let output = kactors(dir.path())
         .args(["run", "--strategy", "ka", "--kernel-dir"])
@@ -211,7 +211,7 @@ fn kernelagent_config_keys_are_accepted_with_a_warning() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
         warnings[0]
-            .contains("divergence_threshold, target_platform, strategy_config.samples_per_prompt")
+            .contains("divergence_threshold, target_platform, strategy_config.workers_per_gpu")
     );
 }
 

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use actors::journal::Event;
 use actors::model::{CandidateId, DeviceId};
-use actors::search::{Pacing, SearchKind, SearchSettings};
+use actors::search::{Ensemble, FanOut, Pacing, SearchKind, SearchSettings};
 use actors::search_state::{Generation, SearchConfig, SearchState, SeedsKept};
 use support::journal::typed_records;
 
@@ -51,6 +51,7 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
             max_rounds: 3,
             max_no_improvement: None,
             max_candidates: None,
+            fan_out: FanOut::default(),
         },
         pacing,
         devices: (0..devices).map(DeviceId).collect(),
@@ -61,6 +62,7 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
         requests_per_minute: None,
         reflexions_in_flight: 8,
         generation: None,
+        ensemble: Ensemble::default(),
     }
 }
 

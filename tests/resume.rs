@@ -17,7 +17,7 @@ use actors::search_state::TWICE_IN_FLIGHT;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use support::journal::{Journal, candidate_of};
-use support::llm_server::{LlmServer, chat_completion};
+use support::llm_server::{LlmServer, chat_completion, last_prompt};
 use support::runs::{
     Running, assert_exit, assert_says, children_of_run, finish, only_run, stderr, wait_for,
 };
@@ -340,12 +340,7 @@ fn a_version_3_journal_with_its_code_inline_resumes_to_the_end_the_same_run_left
 /// The loopback server's answer: code that depends on the prompt alone (so that a request
 /// gets the same reply whenever it is sent), no lesson from a reflexion.
 fn answer_by_prompt(body: &str) -> (u16, String) {
-    let body: Value = serde_json::from_str(body).unwrap();
-    let prompt = body["messages"]
-        .as_array()
-        .and_then(|messages| messages.last())
-        .and_then(|message| message["content"].as_str())
-        .unwrap_or_default();
+    let prompt = last_prompt(&serde_json::from_str(body).unwrap());
     let content = if prompt.starts_with("# Optimize") || prompt.starts_with("# Fix") {
         let salt: u64 = prompt.bytes().map(u64::from).sum();
         format!(
@@ -363,12 +358,9 @@ fn answer_by_prompt(body: &str) -> (u16, String) {
 fn prompts_sent(server: &LlmServer) -> BTreeMap<String, usize> {
     let mut sent = BTreeMap::new();
     for body in server.bodies() {
-        let body: Value = serde_json::from_str(&body).unwrap();
-        let prompt = body["messages"].as_array().unwrap().last().unwrap()["content"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        *sent.entry(prompt).or_insert(0) += 1;
+        *sent
+            .entry(last_prompt(&serde_json::from_str(&body).unwrap()))
+            .or_insert(0) += 1;
     }
     sent
 }

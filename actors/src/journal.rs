@@ -256,6 +256,10 @@ pub enum Event {
         /// absent for a proposal made from a parent.
         #[serde(default, skip_serializing_if = "CandidateKind::is_proposal")]
         kind: CandidateKind,
+        /// The model its proposal and refinements are asked of, in a run of several models
+        /// (`models`, issue 22); absent in a run of one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     ProposalRequested {
         candidate: CandidateId,
@@ -264,6 +268,9 @@ pub enum Event {
         device: DeviceId,
         request_id: String,
         kind: RequestKind,
+        /// The model asked, in a run of several models; absent in a run of one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     ProposalReceived {
         candidate: CandidateId,
@@ -297,6 +304,9 @@ pub enum Event {
         request_id: String,
         /// The distinct bottlenecks asked for: the parent's proposals per round.
         requested: u32,
+        /// The model asked, in a run of several models (the first listed); absent in a run of one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// The analysis came back. `returned` under `requested` means the proposals beyond
     /// `returned` go without a bottleneck rather than reuse one.

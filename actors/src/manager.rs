@@ -27,7 +27,7 @@ use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
-use crate::search::{Pacing, SearchSettings};
+use crate::search::{Ensemble, Pacing, SearchSettings};
 use crate::search_state::{Decision, Evaluation, Generation, SearchConfig, SearchState};
 use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
@@ -67,6 +67,8 @@ pub struct ManagerSettings {
     /// written does. False when they write only in a bounded scratch of their own (the
     /// sandbox, issue 19): there it is the candidate's own doing, and fails only it.
     pub evaluations_fill_the_disk: bool,
+    /// The models sharing the proposals, when the run has several (`models`).
+    pub ensemble: Ensemble,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
@@ -88,6 +90,7 @@ impl ManagerSettings {
             requests_per_minute: self.requests_per_minute,
             reflexions_in_flight: self.reflexions_in_flight,
             generation: self.generation,
+            ensemble: self.ensemble.clone(),
         }
     }
 }

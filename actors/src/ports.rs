@@ -186,6 +186,8 @@ pub struct LlmRequest {
     pub round: u32,
     pub system: String,
     pub prompt: String,
+    /// The model to ask, in a run of several models (`models`); `None`: the run's one model.
+    pub model: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

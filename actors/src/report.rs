@@ -7,6 +7,7 @@ mod headline;
 mod html;
 mod lineage;
 mod markdown;
+mod models;
 mod plots;
 mod source;
 mod svg;
@@ -210,6 +211,8 @@ pub struct RunSummary {
     caches_removed: (usize, u64),
     /// How kernels were judged: tolerances, the speed of light, the finale's re-check.
     verification: verification::Verification,
+    /// What each model did, in a run of several.
+    models: models::Models,
 }
 
 /// report.md and report.html of one moment of a run.
@@ -269,6 +272,7 @@ impl RunSummary {
         self.observe_for_plots(record);
         self.observe_downtime(record, before);
         self.verification.observe(&record.event);
+        self.models.observe(&record.event);
         match &record.event {
             Event::CandidateFinished {
                 candidate,

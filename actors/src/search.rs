@@ -7,6 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::tokens::same_code_key;
 
+mod ensemble;
+pub use ensemble::{Ensemble, ModelShare};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SearchKind {
     /// Keep the `num_top_kernels` fastest verified kernels as parents.
@@ -35,11 +38,47 @@ pub struct SearchSettings {
     pub max_no_improvement: Option<u32>,
     /// The most candidates the run makes (max_candidates), the initial kernel not counted.
     pub max_candidates: Option<u64>,
+    /// How each of a parent's bottlenecks fans out: over models, and samples of one prompt.
+    pub fan_out: FanOut,
+}
+
+/// KernelAgent's expansion keys (its PR #139): P of the N parents expanded, each of their M
+/// bottlenecks asked of K models, C samples of each prompt: P × M × K × C proposals a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FanOut {
+    /// P (num_expanding_parents): the beam's fastest P are expanded; `None`: all N.
+    pub expanding_parents: Option<u32>,
+    /// K: the models sharing the proposals (1 without `models`).
+    pub models: u32,
+    /// C (samples_per_prompt): proposals drawn from one prompt.
+    pub samples_per_prompt: u32,
+}
+
+impl Default for FanOut {
+    fn default() -> Self {
+        FanOut {
+            expanding_parents: None,
+            models: 1,
+            samples_per_prompt: 1,
+        }
+    }
 }
 
 impl SearchSettings {
     pub fn candidates_per_round(&self) -> u32 {
-        self.num_top_kernels * self.num_bottlenecks
+        self.expanding_parents() * self.num_bottlenecks * self.per_bottleneck()
+    }
+
+    /// P: how many of the beam's parents a round expands.
+    pub fn expanding_parents(&self) -> u32 {
+        self.fan_out
+            .expanding_parents
+            .map_or(self.num_top_kernels, |p| p.min(self.num_top_kernels))
+    }
+
+    /// K × C: the proposals one bottleneck of a parent gets, from K prompts of C samples.
+    pub fn per_bottleneck(&self) -> u32 {
+        self.fan_out.models.max(1) * self.fan_out.samples_per_prompt.max(1)
     }
 
     /// The candidates a whole run makes: max_rounds rounds of N × M, or max_candidates if fewer.
@@ -104,8 +143,9 @@ pub fn first_free_device(load: &BTreeMap<DeviceId, usize>) -> DeviceId {
 }
 
 /// A steady search's candidates, one at a time: numbered on from 1 (or after the seeds), parents taken in turn over
-/// the beam as it stands (fastest first), each parent's proposals cycling over its M
-/// bottlenecks; max_rounds × N × M in all.
+/// the beam as it stands (fastest first, its first P), each parent's proposals cycling over its M
+/// bottlenecks, K × C in a row on each (one per model and sample); max_rounds × P × M × K × C in
+/// all.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SteadyPlan {
     settings: SearchSettings,
@@ -114,6 +154,8 @@ pub struct SteadyPlan {
     last_id: u64,
     turn: usize,
     proposals_per_parent: HashMap<CandidateId, u32>,
+    /// The parent and bottleneck the last candidate took, and how many of its K × C it had.
+    group: Option<(CandidateId, u32, u32)>,
 }
 
 impl SteadyPlan {
@@ -125,6 +167,7 @@ impl SteadyPlan {
             last_id: first_id - 1 + settings.total_candidates(),
             turn: 0,
             proposals_per_parent: HashMap::new(),
+            group: None,
         }
     }
 
@@ -139,11 +182,24 @@ impl SteadyPlan {
         if self.complete() || parents.is_empty() {
             return None;
         }
-        let parent = parents[self.turn % parents.len()];
-        self.turn += 1;
-        let count = self.proposals_per_parent.entry(parent).or_insert(0);
-        let proposal_index = *count % self.settings.num_bottlenecks.max(1);
-        *count += 1;
+        let (parent, proposal_index) = match self.group {
+            Some((parent, index, taken)) if taken < self.settings.per_bottleneck() => {
+                self.group = Some((parent, index, taken + 1));
+                (parent, index)
+            }
+            _ => {
+                let expanded = &parents[..parents
+                    .len()
+                    .min(self.settings.expanding_parents() as usize)];
+                let parent = expanded[self.turn % expanded.len()];
+                self.turn += 1;
+                let count = self.proposals_per_parent.entry(parent).or_insert(0);
+                let index = *count % self.settings.num_bottlenecks.max(1);
+                *count += 1;
+                self.group = Some((parent, index, 1));
+                (parent, index)
+            }
+        };
         let id = CandidateId(self.next_id);
         self.next_id += 1;
         Some(PlannedCandidate {
@@ -165,10 +221,12 @@ pub struct PlannedCandidate {
     pub device: DeviceId,
 }
 
-/// Numbers a round's candidates from `next_id`, parent by parent then proposal by proposal, and
-/// pins candidate i to `devices[i mod devices.len()]`. A round always has N × M candidates: when
-/// the beam holds fewer than N parents (round 1 holds only the initial kernel), the missing
-/// parents' proposals go to the parents there are, in turn, as KernelAgent expands its first round.
+/// Numbers a round's candidates from `next_id`, parent by parent then bottleneck by bottleneck
+/// (K × C candidates in a row on each, one per model and sample), and pins candidate i to
+/// `devices[i mod devices.len()]`. Only the beam's first P parents are expanded. A round always
+/// has P × M × K × C candidates: when the beam holds fewer than P parents (round 1 holds only the
+/// initial kernel), the missing parents' proposals go to the parents there are, in turn, as
+/// KernelAgent expands its first round.
 pub fn plan_round(
     next_id: u64,
     parents: &[CandidateId],
@@ -179,7 +237,9 @@ pub fn plan_round(
     if parents.is_empty() {
         return Vec::new();
     }
-    let total = settings.candidates_per_round() as usize;
+    let parents = &parents[..parents.len().min(settings.expanding_parents() as usize)];
+    let per_bottleneck = settings.per_bottleneck();
+    let total = (settings.candidates_per_round() / per_bottleneck) as usize;
     let mut counts = vec![0u32; parents.len()];
     for slot in 0..total {
         let parent_slot = if slot < parents.len() * settings.num_bottlenecks as usize {
@@ -189,17 +249,19 @@ pub fn plan_round(
         };
         counts[parent_slot] += 1;
     }
-    let mut planned = Vec::with_capacity(total);
+    let mut planned = Vec::with_capacity(total * per_bottleneck as usize);
     let mut id = next_id;
     for (parent, count) in parents.iter().zip(counts) {
         for proposal_index in 0..count {
-            planned.push(PlannedCandidate {
-                id: CandidateId(id),
-                parent: *parent,
-                proposal_index,
-                device: device_for(CandidateId(id), devices),
-            });
-            id += 1;
+            for _ in 0..per_bottleneck {
+                planned.push(PlannedCandidate {
+                    id: CandidateId(id),
+                    parent: *parent,
+                    proposal_index,
+                    device: device_for(CandidateId(id), devices),
+                });
+                id += 1;
+            }
         }
     }
     planned
@@ -287,6 +349,14 @@ mod tests {
             max_rounds: 3,
             max_no_improvement: None,
             max_candidates: None,
+            fan_out: FanOut::default(),
+        }
+    }
+
+    fn fanned(n: u32, m: u32, fan_out: FanOut) -> SearchSettings {
+        SearchSettings {
+            fan_out,
+            ..settings(n, m)
         }
     }
 
@@ -305,8 +375,18 @@ mod tests {
 
     /// Plans a round and compares each planned candidate, written `candidate←parent#proposal@device`.
     fn check(next_id: u64, parents: &[u64], (n, m): (u32, u32), gpus: u32, expected: &str) {
+        check_with(next_id, parents, &settings(n, m), gpus, expected)
+    }
+
+    fn check_with(
+        next_id: u64,
+        parents: &[u64],
+        settings: &SearchSettings,
+        gpus: u32,
+        expected: &str,
+    ) {
         let parents: Vec<CandidateId> = parents.iter().copied().map(CandidateId).collect();
-        let planned = plan_round(next_id, &parents, &settings(n, m), &devices(gpus));
+        let planned = plan_round(next_id, &parents, settings, &devices(gpus));
         let actual: Vec<String> = planned
             .iter()
             .map(|p| {
@@ -349,6 +429,48 @@ mod tests {
             (3, 2),
             3,
             "9←7#0@0 10←7#1@1 11←7#2@2 12←8#0@0 13←8#1@1 14←8#2@2",
+        );
+    }
+
+    /// Issue 22: KernelAgent's P × M × K × C, each bottleneck's K × C proposals in a row.
+    #[test]
+    fn each_bottleneck_fans_out_over_models_and_samples_in_a_row() {
+        let fan_out = FanOut {
+            expanding_parents: None,
+            models: 2,
+            samples_per_prompt: 2,
+        };
+        check_with(
+            3,
+            &[1, 2],
+            &fanned(2, 1, fan_out),
+            1,
+            "3←1#0@0 4←1#0@0 5←1#0@0 6←1#0@0 7←2#0@0 8←2#0@0 9←2#0@0 10←2#0@0",
+        );
+    }
+
+    #[test]
+    fn only_the_first_p_parents_are_expanded() {
+        let fan_out = FanOut {
+            expanding_parents: Some(1),
+            ..FanOut::default()
+        };
+        let settings = fanned(3, 2, fan_out);
+        assert_eq!(settings.candidates_per_round(), 2);
+        check_with(5, &[4, 2, 3], &settings, 1, "5←4#0@0 6←4#1@0");
+    }
+
+    #[test]
+    fn a_steady_plan_keeps_a_bottleneck_for_its_models_and_samples() {
+        let fan_out = FanOut {
+            expanding_parents: Some(1),
+            models: 2,
+            samples_per_prompt: 1,
+        };
+        let mut plan = SteadyPlan::new(fanned(2, 2, fan_out), 1);
+        assert_eq!(
+            steady(&mut plan, &[7, 8], 5),
+            vec![(1, 7, 0), (2, 7, 0), (3, 7, 1), (4, 7, 1), (5, 7, 0)]
         );
     }
 

@@ -36,7 +36,7 @@ use crate::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
     RefinementContext, ReflexionContext, SeedContext,
 };
-use crate::search::{Beam, Pacing, SearchSettings};
+use crate::search::{Beam, Ensemble, Pacing, SearchSettings};
 
 use candidates::{EvaluationResult, ProposalReply};
 use pace::Pace;
@@ -71,12 +71,27 @@ pub struct SearchConfig {
     /// Seed kernels written from problem.py before the search (round 0); `None`: the search
     /// starts from input.py.
     pub generation: Option<Generation>,
+    /// The models sharing the proposals, when the run has several (`models`).
+    pub ensemble: Ensemble,
 }
 
 impl SearchConfig {
     /// The search's first candidate: 1, or the first after the seeds.
     pub fn first_search_id(&self) -> u64 {
         1 + self.generation.map_or(0, |g| u64::from(g.num_seeds))
+    }
+
+    /// The model a candidate's proposal, refinements and reflexion are asked of, in a run of
+    /// several models: by the position of its prompt, the seeds counted apart from the search's
+    /// candidates, whose C samples of one prompt share it. `None` in a run of one model.
+    pub fn model_of(&self, id: CandidateId) -> Option<&str> {
+        let first = self.first_search_id();
+        let position = if id.0 < first {
+            id.0.checked_sub(1)?
+        } else {
+            (id.0 - first) / u64::from(self.search.fan_out.samples_per_prompt.max(1))
+        };
+        self.ensemble.model_at(position)
     }
 }
 
@@ -595,6 +610,16 @@ impl SearchState {
     /// The `*_received` records that cancel every pending request, saying why.
     pub fn cancellations(&self, why: &str) -> Vec<Event> {
         self.core.requests.cancellations(why)
+    }
+
+    /// The model a candidate's requests go to, in a run of several models.
+    pub fn model_of(&self, candidate: CandidateId) -> Option<&str> {
+        self.core.config.model_of(candidate)
+    }
+
+    /// The model parents' analyses go to, in a run of several models.
+    pub fn analysis_model(&self) -> Option<&str> {
+        self.core.config.ensemble.lead()
     }
 
     /// The device a candidate's code is evaluated on once its proposal is answered: the

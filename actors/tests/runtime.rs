@@ -14,7 +14,7 @@ use actors::model::{
     CandidateId, DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
 use actors::ports::*;
-use actors::search::{Pacing, SearchKind, SearchSettings};
+use actors::search::{Ensemble, FanOut, Pacing, SearchKind, SearchSettings};
 use actors::search_state::{SearchConfig, SearchState};
 use actors::supervisor::{Interrupt, RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
 use actors::time_limit::TimeLimit;
@@ -580,6 +580,7 @@ fn beam(n: u32, m: u32, rounds: u32) -> SearchSettings {
         max_rounds: rounds,
         max_no_improvement: None,
         max_candidates: None,
+        fan_out: FanOut::default(),
     }
 }
 
@@ -671,6 +672,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             generation: None,
             time_limit: scenario.time_limit,
             evaluations_fill_the_disk: true,
+            ensemble: Ensemble::default(),
         },
         resume,
         max_inflight: scenario.max_inflight,
@@ -1249,6 +1251,7 @@ fn greedy_stops_after_rounds_without_improvement() {
         max_rounds: 10,
         max_no_improvement: Some(2),
         max_candidates: None,
+        fan_out: FanOut::default(),
     };
     let answers = vec![
         (now(), Ok("def kernel_function(): return 'ms=5'")),

@@ -12,9 +12,18 @@ pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
 /// `strategy_config.num_top_kernels` (N) and `num_bottlenecks` (M), each.
 pub const SEARCH_FACTOR: RangeInclusive<u32> = 1..=4096;
 
-/// N × M, the candidates of one round: a round's requests go out together and its candidates
-/// are numbered and planned at once.
+/// P × M × K × C (N × M without the ensemble keys), the candidates of one round: a round's
+/// requests go out together and its candidates are numbered and planned at once.
 pub const MAX_CANDIDATES_PER_ROUND: u32 = 4096;
+
+/// `strategy_config.models`: how many models may share a run's proposals.
+pub const MODELS: RangeInclusive<usize> = 1..=16;
+
+/// A model's `weight` among `models`: it gets `weight` of every total-weight prompts.
+pub const MODEL_WEIGHT: RangeInclusive<u32> = 1..=100;
+
+/// `strategy_config.samples_per_prompt`: proposals drawn from one prompt.
+pub const SAMPLES_PER_PROMPT: RangeInclusive<u32> = 1..=64;
 
 /// Simulated devices on the noop platform (`num_workers`, `--workers`). On a GPU platform the
 /// workers are clamped to the visible devices instead.
@@ -90,9 +99,18 @@ mod tests {
         let documented = [
             format!("0 to {MAX_DURATION_S} s (7 days)"),
             format!(
-                "| {} to {} each, and N × M ≤ {MAX_CANDIDATES_PER_ROUND} |",
+                "| {} to {} each, and P × M × K × C ≤ {MAX_CANDIDATES_PER_ROUND} |",
                 SEARCH_FACTOR.start(),
                 SEARCH_FACTOR.end()
+            ),
+            format!(
+                "| P 1 to N; C {} to {}; {} to {} models, each weight {} to {} |",
+                SAMPLES_PER_PROMPT.start(),
+                SAMPLES_PER_PROMPT.end(),
+                MODELS.start(),
+                MODELS.end(),
+                MODEL_WEIGHT.start(),
+                MODEL_WEIGHT.end()
             ),
             format!(
                 "on noop {} to {} simulated devices",

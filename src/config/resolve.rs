@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use actors::search::{Pacing, SearchKind, SearchSettings};
+use actors::search::{Ensemble, FanOut, ModelShare, Pacing, SearchKind, SearchSettings};
 use actors::time_limit::TimeLimit;
 use serde::Serialize;
 
@@ -13,7 +13,7 @@ use super::ranges::{
     DEFAULT_MAX_SOURCE_BYTES, MAX_CANDIDATES, MAX_CANDIDATES_PER_ROUND, NOOP_WORKERS,
     parse_max_time,
 };
-use super::schema::{ConfigError, ConfigFile, PlatformSpec};
+use super::schema::{ConfigError, ConfigFile, ModelEntry, PlatformSpec};
 use super::strategies::StrategyFile;
 use crate::llm::LlmKeys;
 use crate::vendor::{Platform, PlatformRequest, Vendor};
@@ -84,6 +84,10 @@ pub struct RunSettings {
     pub python: PathBuf,
     pub llm: LlmChoice,
     pub model: Option<String>,
+    /// The models sharing the proposals by weight (`strategy_config.models`); empty: `model`
+    /// alone. The first takes the parents' analyses.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelEntry>,
     pub high_reasoning_effort: bool,
     pub gpu_name: Option<String>,
     pub benchmark_warmup: u32,
@@ -129,6 +133,11 @@ pub struct SearchSettingsRecord {
     pub pacing: &'static str,
     pub num_top_kernels: u32,
     pub num_bottlenecks: u32,
+    /// P: the parents a round expands; `None`: every one of the N.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub num_expanding_parents: Option<u32>,
+    /// C: proposals drawn from one prompt.
+    pub samples_per_prompt: u32,
     pub max_rounds: u32,
     pub max_no_improvement: Option<u32>,
     pub max_candidates: Option<u64>,
@@ -147,7 +156,25 @@ impl RunSettings {
             max_rounds: self.search.max_rounds,
             max_no_improvement: self.search.max_no_improvement,
             max_candidates: self.search.max_candidates,
+            fan_out: FanOut {
+                expanding_parents: self.search.num_expanding_parents,
+                models: self.models.len().max(1) as u32,
+                samples_per_prompt: self.search.samples_per_prompt,
+            },
         }
+    }
+
+    /// The models sharing the proposals, with their weights; empty for a run of one model.
+    pub fn ensemble(&self) -> Ensemble {
+        Ensemble::new(
+            self.models
+                .iter()
+                .map(|entry| ModelShare {
+                    name: entry.name.clone(),
+                    weight: entry.weight,
+                })
+                .collect(),
+        )
     }
 
     /// How the Manager paces the search; a steady search keeps `max_inflight` proposals (the
@@ -293,15 +320,66 @@ pub fn resolve(
         strategy.num_top_kernels.unwrap_or(2)
     };
     let num_bottlenecks = strategy.num_bottlenecks.unwrap_or(2);
-    if num_top_kernels * num_bottlenecks > MAX_CANDIDATES_PER_ROUND {
+    if let Some(parents) = strategy
+        .num_expanding_parents
+        .filter(|p| *p > num_top_kernels)
+    {
+        return Err(invalid(
+            "strategy_config.num_expanding_parents",
+            format!(
+                "{parents} parents expanded a round, but the beam keeps {num_top_kernels} \
+                 (num_top_kernels{}): expand at most {num_top_kernels}, or keep more",
+                if greedy { ", 1 for greedy" } else { "" }
+            ),
+        ));
+    }
+    // A model on the command line is the run's one model, as the issue's `--model` promises.
+    let models = if cli.model.is_some() {
+        Vec::new()
+    } else {
+        strategy.models.clone()
+    };
+    let samples_per_prompt = strategy.samples_per_prompt.unwrap_or(1);
+    let mut factors = vec![
+        match strategy.num_expanding_parents {
+            Some(parents) => ("num_expanding_parents", parents),
+            None => ("num_top_kernels", num_top_kernels),
+        },
+        ("num_bottlenecks", num_bottlenecks),
+    ];
+    if !models.is_empty() {
+        factors.push(("models", models.len() as u32));
+    }
+    if strategy.samples_per_prompt.is_some() {
+        factors.push(("samples_per_prompt", samples_per_prompt));
+    }
+    let per_round: u64 = factors.iter().map(|(_, n)| u64::from(*n)).product();
+    if per_round > u64::from(MAX_CANDIDATES_PER_ROUND) {
+        let names: Vec<&str> = factors.iter().map(|(name, _)| *name).collect();
+        let values: Vec<String> = factors.iter().map(|(_, n)| n.to_string()).collect();
         return Err(invalid(
             "strategy_config",
             format!(
-                "num_top_kernels × num_bottlenecks is {num_top_kernels} × {num_bottlenecks} = {} \
-                 candidates a round; at most {MAX_CANDIDATES_PER_ROUND} are accepted: lower one \
-                 of them",
-                num_top_kernels * num_bottlenecks
+                "{} is {} = {per_round} candidates a round; at most {MAX_CANDIDATES_PER_ROUND} \
+                 are accepted: lower one of them",
+                names.join(" × "),
+                values.join(" × ")
             ),
+        ));
+    }
+    let mut warnings = config.warnings.clone();
+    if let Some(cli_model) = cli.model.as_deref().filter(|_| !strategy.models.is_empty()) {
+        warnings.push(format!(
+            "{name}: --model {cli_model} is the run's one model: strategy_config.models is not used"
+        ));
+    }
+    if let (Some(model), Some(first)) = (config.model.as_deref(), models.first())
+        && model != first.name
+    {
+        warnings.push(format!(
+            "{name}: model {model} is not used: strategy_config.models asks its models, and the \
+             first, {}, analyses the parents",
+            first.name
         ));
     }
     if cli.max_rounds == Some(0) {
@@ -319,6 +397,8 @@ pub fn resolve(
         },
         num_top_kernels,
         num_bottlenecks,
+        num_expanding_parents: strategy.num_expanding_parents,
+        samples_per_prompt,
         max_rounds: cli.max_rounds.or(config.max_rounds).unwrap_or(5),
         max_no_improvement: if greedy {
             Some(strategy.max_no_improvement.unwrap_or(3))
@@ -404,6 +484,7 @@ pub fn resolve(
             .unwrap_or_else(|| PathBuf::from("python3")),
         llm,
         model: config.model.clone(),
+        models,
         high_reasoning_effort: config.high_reasoning_effort.unwrap_or(false),
         gpu_name: config.gpu_name.clone(),
         benchmark_warmup: config.benchmark_warmup.unwrap_or(25),
@@ -437,7 +518,7 @@ pub fn resolve(
         },
         sandbox: config.sandbox.unwrap_or_default(),
         agent_timeout_s: config.agent_timeout_s.unwrap_or(DEFAULT_AGENT_TIMEOUT_S),
-        warnings: config.warnings.clone(),
+        warnings,
     })
 }
 
@@ -610,6 +691,93 @@ mod tests {
                 CliOverrides::default()
             )
             .contains("4096 × 2 = 8192")
+        );
+    }
+
+    /// Issue 22: KernelAgent's P × M × K × C, and the combinations that contradict each other.
+    #[test]
+    fn the_ensemble_keys_make_kernelagents_round_and_refuse_contradictions() {
+        let text = "strategy_config:\n  num_top_kernels: 10\n  num_expanding_parents: 5\n  num_bottlenecks: 3\n  samples_per_prompt: 2\n  models: [claude-opus-4.6, gpt-5-4, gemini-2-5-pro]\n";
+        let run = settings(text, CliOverrides::default()).unwrap();
+        assert_eq!(run.search().candidates_per_round(), 90);
+        assert_eq!(run.ensemble().len(), 3);
+        assert_eq!(
+            error_of(
+                "strategy_config:\n  num_top_kernels: 2\n  num_expanding_parents: 3\n",
+                CliOverrides::default()
+            ),
+            "/cfg/t.yaml: invalid value for `strategy_config.num_expanding_parents`: 3 parents \
+             expanded a round, but the beam keeps 2 (num_top_kernels): expand at most 2, or keep \
+             more"
+        );
+        assert!(
+            error_of(
+                "strategy: greedy\nstrategy_config:\n  num_expanding_parents: 2\n",
+                CliOverrides::default()
+            )
+            .contains("the beam keeps 1 (num_top_kernels, 1 for greedy)")
+        );
+        assert_eq!(
+            error_of(
+                "strategy_config:\n  num_top_kernels: 64\n  num_bottlenecks: 8\n  models: [a, b]\n  samples_per_prompt: 8\n",
+                CliOverrides::default()
+            ),
+            "/cfg/t.yaml: invalid value for `strategy_config`: num_top_kernels × num_bottlenecks \
+             × models × samples_per_prompt is 64 × 8 × 2 × 8 = 8192 candidates a round; at most \
+             4096 are accepted: lower one of them"
+        );
+    }
+
+    /// KernelAgent's own ensemble files mean what its comments say: 5 parents × 3 bottlenecks ×
+    /// 3 models × 5 samples = 225 workers, and 2 × 3 × 3 × 5 = 90.
+    #[test]
+    fn kernelagents_ensemble_files_make_the_rounds_their_comments_count() {
+        for (name, per_round, parents) in [
+            ("beam_search_diverse_clustered_xl.yaml", 225, 5),
+            ("beam_search_diverse_clustered.yaml", 90, 2),
+        ] {
+            let path = format!(
+                "{}/tests/fixtures/kernelagent-configs/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(path).unwrap();
+            let run = settings(&text, CliOverrides::default()).unwrap();
+            let search = run.search();
+            assert_eq!(search.candidates_per_round(), per_round, "{name}");
+            assert_eq!(search.expanding_parents(), parents, "{name}");
+            let models: Vec<&str> = run.models.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(
+                models,
+                ["claude-opus-4.6", "gpt-5-4", "gemini-2-5-pro"],
+                "{name}"
+            );
+            assert_eq!(run.ensemble().model_at(1), Some("gpt-5-4"));
+        }
+    }
+
+    #[test]
+    fn a_model_on_the_command_line_replaces_the_models_and_a_file_model_beside_them_is_named() {
+        let text = "model: x\nstrategy_config:\n  models: [a, b]\n";
+        let run = settings(text, CliOverrides::default()).unwrap();
+        assert_eq!(run.models.len(), 2);
+        assert!(
+            run.warnings
+                .iter()
+                .any(|w| w.contains("model x is not used")),
+            "{:?}",
+            run.warnings
+        );
+        let cli = CliOverrides {
+            model: Some("c".into()),
+            ..CliOverrides::default()
+        };
+        let run = settings(text, cli).unwrap();
+        assert!(run.models.is_empty());
+        assert_eq!(run.search().candidates_per_round(), 4);
+        assert!(
+            run.warnings
+                .iter()
+                .any(|w| w.contains("--model c is the run's one model"))
         );
     }
 

@@ -16,8 +16,8 @@ use crate::vendor::{Platform, Vendor};
 
 use super::ranges::{
     BENCHMARK_REPEAT, BENCHMARK_WARMUP, MAX_CANDIDATES, MAX_DURATION_S, MAX_INFLIGHT,
-    MAX_REFINEMENTS, MAX_SOURCE_BYTES, NUM_SEEDS, SEARCH_FACTOR, max_duration_words,
-    parse_max_time,
+    MAX_REFINEMENTS, MAX_SOURCE_BYTES, MODEL_WEIGHT, MODELS, NUM_SEEDS, SAMPLES_PER_PROMPT,
+    SEARCH_FACTOR, max_duration_words, parse_max_time,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +97,29 @@ pub struct StrategyConfig {
     pub num_top_kernels: Option<u32>,
     pub num_bottlenecks: Option<u32>,
     pub max_no_improvement: Option<u32>,
+    /// P: how many of the beam's N parents a round expands (KernelAgent's key).
+    pub num_expanding_parents: Option<u32>,
+    /// C: proposals drawn from one prompt (KernelAgent's key).
+    pub samples_per_prompt: Option<u32>,
+    /// K models sharing the proposals by weight (KernelAgent's list of names, or kactors'
+    /// entries with a weight); empty: the run's one `model`.
+    pub models: Vec<ModelEntry>,
 }
+
+/// One entry of `strategy_config.models`: a name (KernelAgent writes only that), or a mapping
+/// with a weight and, for a model of another provider than the file's, its provider and URL.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ModelEntry {
+    pub name: String,
+    pub weight: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+}
+
+/// The keys of a `models` entry written as a mapping.
+pub const MODEL_ENTRY_KEYS: &[&str] = &["name", "weight", "provider", "base_url"];
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PlatformKwargs {
@@ -215,8 +237,14 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "prices",
 ];
 
-pub const STRATEGY_CONFIG_KEYS: &[&str] =
-    &["num_top_kernels", "num_bottlenecks", "max_no_improvement"];
+pub const STRATEGY_CONFIG_KEYS: &[&str] = &[
+    "num_top_kernels",
+    "num_bottlenecks",
+    "max_no_improvement",
+    "num_expanding_parents",
+    "samples_per_prompt",
+    "models",
+];
 
 pub const PLATFORM_KWARGS_KEYS: &[&str] = &["ncu_bin_path", "rocprof_bin_path"];
 
@@ -239,9 +267,6 @@ pub const KERNELAGENT_ONLY_KEYS: &[&str] = &[
     "target_platform",
     "use_rag",
     "sol_improvement_threshold",
-    "num_expanding_parents",
-    "samples_per_prompt",
-    "models",
     "workers_per_gpu",
     "candidate_pool_size",
     "technique_clustering",
@@ -472,6 +497,103 @@ fn parse_platform(reader: &mut Reader<'_>, value: &Value) -> Result<PlatformSpec
     Ok(PlatformSpec::Components(components))
 }
 
+/// `strategy_config.models`: a list of names or of `{name, weight, provider, base_url}`, each
+/// named once; an error names the entry at fault (`strategy_config.models[1]`).
+fn parse_models(reader: &Reader<'_>, value: &Value) -> Result<Vec<ModelEntry>, ConfigError> {
+    let key = "strategy_config.models";
+    let invalid = |key: String, message: String| ConfigError::InvalidValue {
+        file: reader.file.to_string(),
+        key,
+        message,
+    };
+    let expected = "a list of model names, or of mappings with name and weight (name: claude-opus-4-5, weight: 2)";
+    let Some(items) = value.as_sequence() else {
+        return Err(invalid(
+            key.into(),
+            format!("expected {expected}, found {}", describe(value)),
+        ));
+    };
+    if !MODELS.contains(&items.len()) {
+        return Err(invalid(
+            key.into(),
+            format!(
+                "expected from {} to {} models, found {}",
+                MODELS.start(),
+                MODELS.end(),
+                items.len()
+            ),
+        ));
+    }
+    let mut entries: Vec<ModelEntry> = Vec::with_capacity(items.len());
+    for (index, item) in items.iter().enumerate() {
+        let at = format!("{key}[{index}]");
+        let entry = match item {
+            Value::String(name) => ModelEntry {
+                name: name.clone(),
+                weight: 1,
+                provider: None,
+                base_url: None,
+            },
+            Value::Mapping(mapping) => {
+                let mut entry = ModelEntry {
+                    name: String::new(),
+                    weight: 1,
+                    provider: None,
+                    base_url: None,
+                };
+                for (inner, value) in mapping {
+                    let inner = reader.key_name(inner, &at)?;
+                    let path = format!("{at}.{inner}");
+                    match inner.as_str() {
+                        "name" => entry.name = reader.value(&path, value, "a model name")?,
+                        "weight" => entry.weight = reader.whole(&path, value, MODEL_WEIGHT)?,
+                        "provider" => {
+                            entry.provider = Some(reader.value(&path, value, "a provider name")?)
+                        }
+                        "base_url" => {
+                            entry.base_url = Some(reader.value(
+                                &path,
+                                value,
+                                "a URL such as http://localhost:8000/v1",
+                            )?)
+                        }
+                        other => {
+                            return Err(reader.unknown(other, &format!("{at}."), MODEL_ENTRY_KEYS));
+                        }
+                    }
+                }
+                entry
+            }
+            other => {
+                return Err(invalid(
+                    at,
+                    format!(
+                        "expected a model name or a mapping with name and weight, found {}",
+                        describe(other)
+                    ),
+                ));
+            }
+        };
+        if entry.name.trim().is_empty() {
+            return Err(invalid(
+                at,
+                "expected a model name: `name` is missing or empty".into(),
+            ));
+        }
+        if let Some(first) = entries.iter().position(|e| e.name == entry.name) {
+            return Err(invalid(
+                at,
+                format!(
+                    "model {} is listed twice (also {key}[{first}]): give it one entry with the weight it should have",
+                    entry.name
+                ),
+            ));
+        }
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
 /// Parses one configuration file's text. `file` names it in every error.
 pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
     let document: Value = serde_yaml::from_str(text).map_err(|error| ConfigError::Yaml {
@@ -563,6 +685,15 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
                             config.strategy_config.max_no_improvement =
                                 Some(reader.positive(&path, value)?)
                         }
+                        "num_expanding_parents" => {
+                            config.strategy_config.num_expanding_parents =
+                                Some(reader.whole(&path, value, SEARCH_FACTOR)?)
+                        }
+                        "samples_per_prompt" => {
+                            config.strategy_config.samples_per_prompt =
+                                Some(reader.whole(&path, value, SAMPLES_PER_PROMPT)?)
+                        }
+                        "models" => config.strategy_config.models = parse_models(&reader, value)?,
                         other if KERNELAGENT_ONLY_KEYS.contains(&other) => {
                             reader.ignored.push(path)
                         }
@@ -777,14 +908,87 @@ mod tests {
     fn kernelagent_keys_are_accepted_with_one_warning() {
         let config = parse_config(
             "ka.yaml",
-            "strategy: beam_search\ndivergence_threshold: 50.0\ntarget_platform: cuda\nstrategy_config:\n  num_expanding_parents: 5\n  samples_per_prompt: 2\nplatform:\n  profiler: nvidia\n  rag_prescriber: nvidia\n",
+            "strategy: beam_search\ndivergence_threshold: 50.0\ntarget_platform: cuda\nstrategy_config:\n  workers_per_gpu: 4\n  candidate_pool_size: 2\nplatform:\n  profiler: nvidia\n  rag_prescriber: nvidia\n",
         )
         .unwrap();
         assert_eq!(
             config.warnings,
             vec![
-                "ka.yaml: ignoring KernelAgent keys that kactors does not use: divergence_threshold, target_platform, strategy_config.num_expanding_parents, strategy_config.samples_per_prompt, platform.rag_prescriber"
+                "ka.yaml: ignoring KernelAgent keys that kactors does not use: divergence_threshold, target_platform, strategy_config.workers_per_gpu, strategy_config.candidate_pool_size, platform.rag_prescriber"
             ]
+        );
+    }
+
+    /// Issue 22: KernelAgent's ensemble keys are read, in its spelling and in kactors' own.
+    #[test]
+    fn kernelagent_ensemble_keys_are_read_as_it_writes_them() {
+        let config = parse_config(
+            "ka.yaml",
+            "strategy_config:\n  num_expanding_parents: 2\n  samples_per_prompt: 5\n  models:\n    - claude-opus-4.6\n    - gpt-5-4\n",
+        )
+        .unwrap();
+        let strategy = &config.strategy_config;
+        assert_eq!(strategy.num_expanding_parents, Some(2));
+        assert_eq!(strategy.samples_per_prompt, Some(5));
+        let models: Vec<(&str, u32)> = strategy
+            .models
+            .iter()
+            .map(|m| (m.name.as_str(), m.weight))
+            .collect();
+        assert_eq!(models, [("claude-opus-4.6", 1), ("gpt-5-4", 1)]);
+        assert!(config.warnings.is_empty(), "{:?}", config.warnings);
+
+        let weighted = parse_config(
+            "k.yaml",
+            "strategy_config:\n  models:\n    - {name: a, weight: 3, provider: openai_compatible, base_url: http://h/v1}\n    - b\n",
+        )
+        .unwrap();
+        let first = &weighted.strategy_config.models[0];
+        assert_eq!(
+            (first.weight, first.provider.as_deref()),
+            (3, Some("openai_compatible"))
+        );
+        assert_eq!(first.base_url.as_deref(), Some("http://h/v1"));
+    }
+
+    #[test]
+    fn a_bad_models_entry_is_named_with_what_would_be_accepted() {
+        let models = |list: &str| error_of(&format!("strategy_config:\n  models: {list}\n"));
+        assert_eq!(
+            models("claude"),
+            "configs/test.yaml: invalid value for `strategy_config.models`: expected a list of model names, or of mappings with name and weight (name: claude-opus-4-5, weight: 2), found \"claude\""
+        );
+        assert_eq!(
+            models("[]"),
+            "configs/test.yaml: invalid value for `strategy_config.models`: expected from 1 to 16 models, found 0"
+        );
+        assert_eq!(
+            models("[a, {name: b, weight: 0}]"),
+            "configs/test.yaml: invalid value for `strategy_config.models[1].weight`: expected a whole number from 1 to 100, found `0`"
+        );
+        assert_eq!(
+            models("[a, {weight: 2}]"),
+            "configs/test.yaml: invalid value for `strategy_config.models[1]`: expected a model name: `name` is missing or empty"
+        );
+        assert_eq!(
+            models("[a, b, a]"),
+            "configs/test.yaml: invalid value for `strategy_config.models[2]`: model a is listed twice (also strategy_config.models[0]): give it one entry with the weight it should have"
+        );
+        assert_eq!(
+            models("[{name: a, wieght: 2}]"),
+            "configs/test.yaml: unknown key `strategy_config.models[0].wieght`; did you mean `strategy_config.models[0].weight`?"
+        );
+        assert_eq!(
+            models("[7]"),
+            "configs/test.yaml: invalid value for `strategy_config.models[0]`: expected a model name or a mapping with name and weight, found `7`"
+        );
+        assert_eq!(
+            error_of("strategy_config:\n  samples_per_prompt: 0\n"),
+            "configs/test.yaml: invalid value for `strategy_config.samples_per_prompt`: expected a whole number from 1 to 64, found `0`"
+        );
+        assert_eq!(
+            error_of("strategy_config:\n  num_expanding_parents: 0\n"),
+            "configs/test.yaml: invalid value for `strategy_config.num_expanding_parents`: expected a whole number from 1 to 4096, found `0`"
         );
     }
 

@@ -802,6 +802,7 @@ mod tests {
             round: 1,
             system: "system rules".to_string(),
             prompt,
+            model: None,
         }
     }
 

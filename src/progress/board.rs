@@ -364,6 +364,7 @@ mod tests {
             device: DeviceId(0),
             request_id: request_id.into(),
             kind: actors::model::RequestKind::Optimize,
+            model: None,
         }
     }
 

@@ -86,3 +86,13 @@ pub fn chat_completion(content: &str) -> String {
     })
     .to_string()
 }
+
+/// The last message of a chat request's body: the user prompt it sends.
+pub fn last_prompt(body: &serde_json::Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|messages| messages.last())
+        .and_then(|message| message["content"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}

@@ -191,6 +191,7 @@ mod tests {
             device: DeviceId(0),
             request_id: format!("r1-c{candidate}"),
             kind: RequestKind::Optimize,
+            model: None,
         }
     }
 

@@ -66,6 +66,13 @@ impl Manager {
                 ));
             }
         };
+        let model = match &asked {
+            Asked::Analysis { .. } => self.state.analysis_model(),
+            Asked::Code { candidate, .. } | Asked::Reflexion { candidate, .. } => {
+                self.state.model_of(*candidate)
+            }
+        }
+        .map(str::to_string);
         let (request_id, kind, candidate, round) = match &asked {
             Asked::Code {
                 request_id,
@@ -115,6 +122,7 @@ impl Manager {
             round,
             system: prompt.system,
             prompt: prompt.user,
+            model,
         }));
         let me = ctx.address();
         ctx.spawn(

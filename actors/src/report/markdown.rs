@@ -157,6 +157,7 @@ impl RunSummary {
                 ids.join(", ")
             );
         }
+        self.models.render(self.initial_ms, &mut out);
         let _ = writeln!(out, "\n## Best kernel\n");
         match (self.best(), self.initial_ms) {
             (Some((candidate, ms)), initial) => {

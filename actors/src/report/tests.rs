@@ -406,6 +406,7 @@ fn the_lineage_of_200_candidates_fits_on_one_screen_and_names_the_bottleneck_add
             proposal_index: (id % 2) as u32,
             device: DeviceId(0),
             kind: CandidateKind::Proposal,
+            model: None,
         }));
         let mut done = finished(id, 5.0 + id as f64 / 100.0);
         if let Event::CandidateFinished { parent, .. } = &mut done {

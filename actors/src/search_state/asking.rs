@@ -62,6 +62,7 @@ impl Core {
             device: candidate.device,
             request_id,
             kind,
+            model: self.config.model_of(id).map(str::to_string),
         };
         Some((requested, request))
     }
@@ -76,6 +77,7 @@ impl Core {
             round: parent.round,
             request_id: request_id.clone(),
             requested: parent.requested,
+            model: self.config.ensemble.lead().map(str::to_string),
         };
         let context = AnalysisContext {
             candidate: id,

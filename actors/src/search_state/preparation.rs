@@ -31,6 +31,7 @@ impl Core {
             proposal_index: planned.proposal_index,
             device: planned.device,
             kind: CandidateKind::Proposal,
+            model: self.config.model_of(planned.id).map(str::to_string),
         }));
         let parent = self.parents.entry(planned.parent).or_default();
         if parent.waiting.is_empty() && parent.profile.is_none() && parent.analysis.is_none() {
@@ -94,11 +95,15 @@ impl Core {
             && (!self.profiling || parent.profile.is_some())
     }
 
-    /// How many proposals a parent gets: those waiting for it in rounds; in steady search one
-    /// per bottleneck (its proposals cycle over them).
+    /// How many proposals a parent gets, each on a bottleneck of its own: those waiting for it
+    /// in rounds (K × C candidates to a bottleneck); in steady search one per bottleneck (its
+    /// proposals cycle over them).
     fn proposals_per_parent(&self, id: CandidateId) -> u32 {
         match self.config.pacing {
-            Pacing::Rounds => self.parents.get(&id).map_or(0, |p| p.waiting.len()) as u32,
+            Pacing::Rounds => {
+                let waiting = self.parents.get(&id).map_or(0, |p| p.waiting.len()) as u32;
+                waiting.div_ceil(self.config.search.per_bottleneck())
+            }
             Pacing::Steady { .. } => self.config.search.num_bottlenecks,
         }
     }

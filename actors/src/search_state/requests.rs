@@ -148,6 +148,7 @@ fn cancelled_reply(requested: &Event, attempt: u32) -> Option<Event> {
             round,
             request_id,
             requested,
+            ..
         } => Event::AnalysisReceived {
             candidate,
             round,

@@ -54,6 +54,7 @@ impl Core {
                 proposal_index: index,
                 device,
                 kind: CandidateKind::Seed,
+                model: self.config.model_of(id).map(str::to_string),
             }));
             if let Some((requested, request)) = self.seed_request(id) {
                 self.ask(requested, request, out);
@@ -100,6 +101,7 @@ impl Core {
             device: candidate.device,
             request_id: request_id.clone(),
             kind,
+            model: self.config.model_of(id).map(str::to_string),
         };
         let request = Decision::RequestSeed {
             request_id,

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::journal::{EvaluationOutcome, ReplyOutcome};
-use crate::search::SearchKind;
+use crate::search::{FanOut, SearchKind};
 
 fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchConfig {
     SearchConfig {
@@ -14,6 +14,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
             max_rounds: rounds,
             max_no_improvement: None,
             max_candidates: None,
+            fan_out: FanOut::default(),
         },
         pacing,
         devices: (0..devices).map(DeviceId).collect(),
@@ -24,6 +25,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
         requests_per_minute: None,
         reflexions_in_flight: 8,
         generation: None,
+        ensemble: Ensemble::default(),
     }
 }
 
@@ -1083,4 +1085,81 @@ fn a_seed_that_passes_after_the_search_started_joins_the_round_under_way() {
     let beam: Vec<u64> = state.beam().iter().map(|k| k.id.0).collect();
     assert_eq!(beam, vec![2, 3]);
     assert!(state.finished().is_some());
+}
+
+/// Issue 22: two models share a round by weight (2:1) and each prompt gives two samples: the
+/// candidates of one prompt share its model and bottleneck, the analysis asks for the one
+/// bottleneck they take, of the first model, and every request for code names its model.
+#[test]
+fn models_share_a_round_by_weight_and_a_prompts_samples_share_its_model() {
+    let mut config = config(1, 1, 2, 1, Pacing::Rounds);
+    config.search.fan_out = FanOut {
+        expanding_parents: None,
+        models: 2,
+        samples_per_prompt: 2,
+    };
+    let share = |name: &str, weight| crate::search::ModelShare {
+        name: name.into(),
+        weight,
+    };
+    config.ensemble = Ensemble::new(vec![share("a", 2), share("b", 1)]);
+    let mut state = SearchState::new(config);
+    let mut decisions = state.apply(&started("k0"));
+    decisions.extend(state.apply(&verified(0, 0, 8.0)));
+    decisions.extend(state.apply(&analysed(0, 1, &["memory"])));
+    let planned: Vec<(u64, u32, Option<String>)> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::Record(Event::CandidatePlanned {
+                candidate,
+                proposal_index,
+                model,
+                ..
+            }) => Some((candidate.0, *proposal_index, model.clone())),
+            _ => None,
+        })
+        .collect();
+    let named = |name: &str| Some(name.to_string());
+    assert_eq!(
+        planned,
+        [
+            (1, 0, named("a")),
+            (2, 0, named("a")),
+            (3, 0, named("b")),
+            (4, 0, named("b"))
+        ]
+    );
+    let analysis: Vec<(u32, Option<String>)> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::Record(Event::AnalysisRequested {
+                requested, model, ..
+            }) => Some((*requested, model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(analysis, [(1, named("a"))]);
+    let asked: Vec<(u64, Option<String>)> = decisions
+        .iter()
+        .filter_map(|decision| match decision {
+            Decision::Record(Event::ProposalRequested {
+                candidate, model, ..
+            }) => Some((candidate.0, model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [
+            (1, named("a")),
+            (2, named("a")),
+            (3, named("b")),
+            (4, named("b"))
+        ]
+    );
+    assert_eq!(
+        state.model_of(CandidateId(7)),
+        Some("a"),
+        "round 2's second prompt"
+    );
 }

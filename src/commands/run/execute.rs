@@ -263,42 +263,104 @@ fn llm_provider(
             model,
             keys,
         } => {
-            let raw = remote_llm_config(
-                provider.as_deref(),
-                model,
-                keys,
-                settings.high_reasoning_effort,
-            )?;
             let dot_env = DotEnv::load(Path::new("."))
                 .map_err(|error| CommandError::Environment(error.to_string()))?;
-            let resolved = llm::resolve(&raw, &|name| dot_env.get(name)).map_err(|error| {
-                match error {
-                    // The environment and .env were both looked in: the message names both.
-                    llm::LlmConfigError::MissingApiKey { provider, env_var } => {
-                        CommandError::Environment(format!(
-                            "{env_var} is not set: the {provider} provider takes its API key from \
-                             the environment or from {} (a line {env_var}=…), and neither has it",
-                            dot_env.path().display()
-                        ))
-                    }
-                    other => other.into(),
-                }
-            })?;
-            for warning in &resolved.warnings {
-                console::err(format_args!("kactors: warning: {warning}"));
-            }
-            let max_inflight = match keys.max_inflight {
+            let max_inflight = |resolved: u32| match keys.max_inflight {
                 None if settings.search.pacing == "steady" => STEADY_MAX_INFLIGHT_HTTP,
-                _ => resolved.max_inflight as usize,
+                _ => resolved as usize,
             };
-            let http = llm::HttpProvider::new(resolved).map_err(|error| {
-                CommandError::Environment(format!("failed to set up the llm provider: {error}"))
-            })?;
-            let provider = llm::HttpLlm::new(http, llm::RetryPolicy::default())
-                .counting_earlier_spend(spent.usd);
-            Ok((Rc::new(provider), max_inflight))
+            if settings.models.is_empty() {
+                let (llm, inflight) = http_llm(
+                    provider.as_deref(),
+                    model,
+                    keys,
+                    settings.high_reasoning_effort,
+                    &dot_env,
+                    spent.usd,
+                )?;
+                return Ok((Rc::new(llm), max_inflight(inflight)));
+            }
+            ensemble_llm(settings, provider.as_deref(), keys, &dot_env, spent.usd)
+                .map(|(llm, inflight)| (llm, max_inflight(inflight)))
         }
     }
+}
+
+/// The providers of a run of several models, each resolved as `model` is (its entry's provider
+/// and base_url where it names them, the file's otherwise). budget_usd, and what a resumed
+/// run's earlier processes spent, are shared out by weight like the proposals, so that no
+/// model's spending can take the others' share and together they stay within the budget.
+fn ensemble_llm(
+    settings: &RunSettings,
+    provider: Option<&str>,
+    keys: &LlmKeys,
+    dot_env: &DotEnv,
+    spent_usd: f64,
+) -> Result<(Rc<dyn LlmProvider>, u32), CommandError> {
+    let total: u32 = settings.models.iter().map(|entry| entry.weight).sum();
+    let mut members = Vec::with_capacity(settings.models.len());
+    let mut max_inflight = 0;
+    for (index, entry) in settings.models.iter().enumerate() {
+        let share = f64::from(entry.weight) / f64::from(total.max(1));
+        let keys = LlmKeys {
+            base_url: entry.base_url.clone().or_else(|| keys.base_url.clone()),
+            budget_usd: keys.budget_usd.map(|usd| usd * share),
+            ..keys.clone()
+        };
+        let (llm, inflight) = http_llm(
+            entry.provider.as_deref().or(provider),
+            &Some(entry.name.clone()),
+            &keys,
+            settings.high_reasoning_effort,
+            dot_env,
+            spent_usd * share,
+        )
+        .map_err(|source| CommandError::Model {
+            index,
+            model: entry.name.clone(),
+            source: Box::new(source),
+        })?;
+        max_inflight = max_inflight.max(inflight);
+        members.push(llm::Member {
+            model: entry.name.clone(),
+            provider: Rc::new(llm),
+        });
+    }
+    Ok((Rc::new(llm::EnsembleLlm::new(members)), max_inflight))
+}
+
+/// One model's HTTP provider, its warnings printed, and its max_inflight; it counts
+/// `spent_usd` against its budget.
+fn http_llm(
+    provider: Option<&str>,
+    model: &Option<String>,
+    keys: &LlmKeys,
+    high_reasoning_effort: bool,
+    dot_env: &DotEnv,
+    spent_usd: f64,
+) -> Result<(llm::HttpLlm, u32), CommandError> {
+    let raw = remote_llm_config(provider, model, keys, high_reasoning_effort)?;
+    let resolved = llm::resolve(&raw, &|name| dot_env.get(name)).map_err(|error| match error {
+        // The environment and .env were both looked in: the message names both.
+        llm::LlmConfigError::MissingApiKey { provider, env_var } => {
+            CommandError::Environment(format!(
+                "{env_var} is not set: the {provider} provider takes its API key from \
+                 the environment or from {} (a line {env_var}=…), and neither has it",
+                dot_env.path().display()
+            ))
+        }
+        other => other.into(),
+    })?;
+    for warning in &resolved.warnings {
+        console::err(format_args!("kactors: warning: {warning}"));
+    }
+    let max_inflight = resolved.max_inflight;
+    let http = llm::HttpProvider::new(resolved).map_err(|error| {
+        CommandError::Environment(format!("failed to set up the llm provider: {error}"))
+    })?;
+    let llm =
+        llm::HttpLlm::new(http, llm::RetryPolicy::default()).counting_earlier_spend(spent_usd);
+    Ok((llm, max_inflight))
 }
 
 /// The llm module's configuration of an HTTP provider: the provider and model as the strategy
@@ -438,6 +500,7 @@ pub(crate) fn execute(
         }),
         time_limit: time_limit.clone(),
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
+        ensemble: settings.ensemble(),
     };
     let plan = RunPlan {
         started,

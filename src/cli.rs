@@ -149,7 +149,12 @@ pub struct ResumeArgs {
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// The strategy every problem's run uses
-    #[arg(long, value_name = "NAME", required_unless_present = "resume")]
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
     pub strategy: Option<String>,
     /// A folder of problems (KernelBench-style *.py files, and folders holding problem.py), or a
     /// list file naming them one a line

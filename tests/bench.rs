@@ -387,3 +387,53 @@ fn the_budget_ends_the_run_going_on_and_starts_no_other() {
         "the bench's budget (1s) is spent: 2 problem(s) are not finished; give a larger --budget to go on",
     );
 }
+
+/// SIGINT ends the bench with exit 130: the run going on is ended cleanly (interrupted, as a
+/// resume would take it), no other starts, and the table says so.
+#[test]
+fn an_interrupted_bench_ends_its_runs_cleanly_and_exits_130() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for name in ["a", "b"] {
+        problem(root, name, &matvec_problem(), &[passing_on_noop(name)]);
+    }
+    let mut command = noop_bench(
+        root,
+        "noop_eval_s: 30\nnum_seeds: 1\nkill_grace_s: 0.3\n",
+        &[],
+    );
+    let bench = support::runs::Running::start(
+        command
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped()),
+    );
+    let run = support::runs::wait_for("a's run to evaluate its seed", || {
+        let runs = root.join("runs");
+        let bench_dir = std::fs::read_dir(&runs).ok()?.next()?.ok()?.path();
+        let run = std::fs::read_dir(bench_dir.join("runs/a"))
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|entry| entry.path())
+            .find(|path| path.is_dir())?;
+        Journal::peek(&run)
+            .of_type("step_started")
+            .next()
+            .map(|_| run.clone())
+    });
+    bench.signal(nix::sys::signal::Signal::SIGINT);
+    let output = bench.finish();
+    assert_exit(&output, 130);
+    assert_says(&output, "kactors bench --resume ");
+    assert_eq!(Journal::read(&run).finished()["outcome"], "interrupted");
+    let bench = bench_dir(root);
+    let json = read_json(&bench.join("bench.json"));
+    assert_eq!(json["outcome"], "interrupted");
+    assert_eq!(
+        json["problems"][0]["ended"],
+        "not finished: the bench was interrupted by SIGINT"
+    );
+    assert_eq!(
+        json["problems"][1]["ended"],
+        "not started: the bench was interrupted by SIGINT"
+    );
+}

@@ -437,3 +437,29 @@ fn an_interrupted_bench_ends_its_runs_cleanly_and_exits_130() {
         "not started: the bench was interrupted by SIGINT"
     );
 }
+
+/// A run refused before it started is counted as incorrect and the table says why, from its
+/// output; `--parallel` above the devices refuses the bench before it makes its folder.
+#[test]
+fn a_refused_run_says_why_and_too_many_at_once_refuse_the_bench() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    problem(root, "a", &matvec_problem(), &[passing_on_noop("a")]);
+    let too_many = finish(noop_bench(root, "num_workers: 1\n", &["--parallel", "2"]));
+    assert_exit(&too_many, 2);
+    assert_says(
+        &too_many,
+        "--parallel 2 needs a device for each problem running at once, and a run of `b` has 1",
+    );
+    assert!(!root.join("runs").exists(), "nothing made");
+
+    let output = finish(noop_bench(root, "num_workers: 1\n", &["--max-time", "2s"]));
+    assert_exit(&output, 0);
+    let json = read_json(&bench_dir(root).join("bench.json"));
+    let ended = json["problems"][0]["ended"].as_str().unwrap();
+    assert!(
+        ended.starts_with("exit 2, refused before it started: max_time (2s) is shorter than"),
+        "{ended}"
+    );
+    assert_eq!(json["figures"]["fast_0"], 0.0);
+}

@@ -32,6 +32,9 @@ pub struct ProblemResult {
     pub run_dir: Option<PathBuf>,
     /// The run's figures; none without a readable journal (a run refused before it started).
     pub headline: Option<Headline>,
+    /// The run's last error line (`kactors: error: …`) from its output: why a run refused
+    /// before it made a run directory was refused.
+    pub error: Option<String>,
 }
 
 impl ProblemResult {
@@ -57,9 +60,10 @@ impl ProblemResult {
             (Status::Ended { .. }, Some((outcome, reason))) => {
                 format!("{}: {reason}", outcome_name(*outcome))
             }
-            (Status::Ended { exit_code }, None) => {
-                format!("exit {exit_code}, without a run directory (refused before it started)")
-            }
+            (Status::Ended { exit_code }, None) => match &self.error {
+                Some(error) => format!("exit {exit_code}, refused before it started: {error}"),
+                None => format!("exit {exit_code}, without a run directory"),
+            },
         }
     }
 
@@ -185,6 +189,7 @@ pub(crate) mod tests {
                     speed_of_light_pct: Some(50.0),
                 }),
             }),
+            error: None,
         }
     }
 

@@ -384,6 +384,11 @@ impl Bench {
         self.dir.join("runs").join(&problem.name)
     }
 
+    /// Where the run's stdout and stderr go.
+    fn log_of(&self, problem: &Problem) -> PathBuf {
+        self.dir.join("logs").join(format!("{}.log", problem.name))
+    }
+
     fn kernel_dir(&self, problem: &Problem) -> PathBuf {
         match problem.kind {
             ProblemKind::File => self.dir.join("problems").join(&problem.name),
@@ -501,10 +506,7 @@ impl Bench {
     fn start(&mut self, task: &Task, slot: usize) -> Result<RunningChild, String> {
         let devices = self.slots[slot].clone();
         let runs = self.runs_of(&task.problem);
-        let log = self
-            .dir
-            .join("logs")
-            .join(format!("{}.log", task.problem.name));
+        let log = self.log_of(&task.problem);
         for folder in [Some(runs.as_path()), log.parent()].into_iter().flatten() {
             std::fs::create_dir_all(folder).map_err(|error| error.to_string())?;
         }
@@ -798,6 +800,7 @@ impl Bench {
             },
         };
         ProblemResult {
+            error: last_error(&self.log_of(problem)),
             name: problem.name.clone(),
             status,
             headline: run_dir
@@ -807,6 +810,19 @@ impl Bench {
             run_dir,
         }
     }
+}
+
+/// The most bytes of a run's output read for its last error line.
+const MAX_LOG_BYTES: u64 = 16 << 20;
+
+/// The last `kactors: error: …` line of a run's output, without the prefix.
+fn last_error(log: &Path) -> Option<String> {
+    let bytes = crate::user_file::read_bytes(log, MAX_LOG_BYTES).ok()?;
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .rev()
+        .find_map(|line| line.strip_prefix("kactors: error: "))
+        .map(str::to_string)
 }
 
 /// Each problem's devices as its latest `problem_started` gave them.

@@ -290,9 +290,11 @@ impl BenchSummary<'_> {
         for (baseline, colour) in [(Baseline::Eager, "#1f77b4"), (Baseline::Compile, "#d62728")] {
             let speeds = speedups(baseline);
             let above = |p: f64| speeds.iter().filter(|s| **s > p).count() as f64 / n;
+            // A step down at each speedup: level until it, then what stays above it.
             let mut points = vec![(0.0, above(0.0))];
             for s in &speeds {
-                points.push((*s, above(*s - f64::EPSILON * s.abs().max(1.0))));
+                let level = points.last().map_or(0.0, |(_, share)| *share);
+                points.push((*s, level));
                 points.push((*s, above(*s)));
             }
             points.push((p_max, above(p_max)));
@@ -371,5 +373,18 @@ mod tests {
         assert_eq!(files.json["problems"][1]["correct"], false);
         assert_eq!(files.html.matches("<circle class=\"fast-p\"").count(), 6);
         assert_eq!(files.html.matches("<tr class=\"problem\">").count(), 2);
+        // Against eager: half the problems above every p up to the one kernel's 4×, then none.
+        let eager = files
+            .html
+            .split("data-baseline=\"eager\"")
+            .nth(1)
+            .and_then(|rest| rest.split("points=\"").nth(1))
+            .and_then(|rest| rest.split('"').next())
+            .unwrap();
+        let points: Vec<&str> = eager.split(' ').collect();
+        assert_eq!(points.len(), 4, "{eager}");
+        assert!(points[0].starts_with("50.0,140.0"), "{eager}");
+        assert_eq!(points[1].split(',').nth(1), Some("140.0"), "{eager}");
+        assert_eq!(points[2].split(',').nth(1), Some("270.0"), "{eager}");
     }
 }

@@ -71,7 +71,13 @@ impl BenchSummary<'_> {
                 };
                 [
                     result.name.clone(),
-                    result.ending(),
+                    // A reason may carry a log's tail: the table keeps its first line, bench.json all.
+                    result
+                        .ending()
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
                     if result.correct() { "yes" } else { "no" }.into(),
                     figures.map_or_else(|| "–".into(), |f| format!("{:.4}{simulated}", f.time_ms)),
                     ratio(figures.and_then(|f| Baseline::Eager.speedup(f))),
@@ -386,5 +392,34 @@ mod tests {
         assert!(points[0].starts_with("50.0,140.0"), "{eager}");
         assert_eq!(points[1].split(',').nth(1), Some("140.0"), "{eager}");
         assert_eq!(points[2].split(',').nth(1), Some("270.0"), "{eager}");
+    }
+
+    #[test]
+    fn the_table_keeps_a_reasons_first_line_and_bench_json_all_of_it() {
+        let mut stopped = result("a", None);
+        stopped.status = crate::bench::figures::Status::NotFinished {
+            why: "its run exited with 101\nthread main panicked".into(),
+        };
+        let results = [stopped];
+        let files = BenchSummary {
+            strategy: "noop",
+            outcome: BenchOutcome::Completed,
+            reason: "every problem's run ended",
+            dir: Path::new("/b"),
+            results: &results,
+        }
+        .render();
+        assert!(
+            files
+                .markdown
+                .contains("| a | not finished: its run exited with 101 | no |"),
+            "{}",
+            files.markdown
+        );
+        assert!(!files.markdown.contains("panicked"), "{}", files.markdown);
+        assert_eq!(
+            files.json["problems"][0]["ended"],
+            "not finished: its run exited with 101\nthread main panicked"
+        );
     }
 }

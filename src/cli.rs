@@ -44,6 +44,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Render report.md and report.html from a run directory's journal: finished, killed or still going
     Report(ReportArgs),
+    /// Run a batch of KernelBench-style problems, each a run of its own (generation, then a
+    /// bounded search), and report KernelBench's fast_p figures
+    Bench(BenchArgs),
     /// Print the completion script of a shell: `kactors completions bash > /etc/bash_completion.d/kactors`
     Completions(CompletionsArgs),
     /// A node agent: started by `kactors run` on each node of a Slurm allocation (launcher slurm)
@@ -66,6 +69,7 @@ impl Command {
             Command::Profile(args) => args.json,
             Command::Check(args) => args.json,
             Command::Report(args) => args.json,
+            Command::Bench(_) => false,
             // The agent's stdout is its channel to the head, JSON by construction.
             Command::Agent(_) | Command::Completions(_) => false,
             // The sandboxed command's streams are its own.
@@ -140,6 +144,70 @@ pub struct ResumeArgs {
     /// Print JSON Lines on stdout, one event per line, each with a `type` field
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// The strategy every problem's run uses
+    #[arg(
+        long,
+        value_name = "NAME",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
+    pub strategy: Option<String>,
+    /// A folder of problems (KernelBench-style *.py files, and folders holding problem.py), or a
+    /// list file naming them one a line
+    #[arg(
+        long,
+        value_name = "DIR|FILE",
+        required_unless_present = "resume",
+        conflicts_with = "resume"
+    )]
+    pub problems: Option<PathBuf>,
+    /// Go on with the bench in this folder: problems whose run was not over are resumed or started
+    #[arg(long, value_name = "BENCH_DIR")]
+    pub resume: Option<PathBuf>,
+    /// Each problem's run stops after this many rounds (configuration key max_rounds)
+    #[arg(long, value_name = "R", conflicts_with = "resume")]
+    pub max_rounds: Option<u32>,
+    /// Each problem's run ends by then, e.g. 20m (configuration key max_time)
+    #[arg(long, value_name = "DURATION", conflicts_with = "resume")]
+    pub max_time: Option<String>,
+    /// The whole bench's time, e.g. 8h: past it no problem starts and those running are ended
+    /// cleanly, recorded as not finished; with --resume, a new budget for the whole bench
+    #[arg(long, value_name = "DURATION")]
+    pub budget: Option<String>,
+    /// Problems run at once, each on its own share of the devices (never sharing one)
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256), conflicts_with = "resume")]
+    pub parallel: u32,
+    /// The parent folder of the bench's folder, bench-<timestamp>/
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "runs",
+        conflicts_with = "resume"
+    )]
+    pub run_dir: PathBuf,
+    /// The LLM provider of every run (configuration key provider)
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    pub provider: Option<String>,
+    /// The LLM of every run (configuration key model)
+    #[arg(long, value_name = "NAME", conflicts_with = "resume")]
+    pub model: Option<String>,
+    /// The Python interpreter for every Python child (configuration key python)
+    #[arg(long, value_name = "PATH", conflicts_with = "resume")]
+    pub python: Option<PathBuf>,
+    /// The devices the bench may use (nvidia-smi indices on NVIDIA, HIP ids on AMD), e.g. 0,2
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        conflicts_with = "resume"
+    )]
+    pub gpus: Option<Vec<u32>>,
+    #[command(flatten)]
+    pub config_dir: ConfigDirArg,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 //! `settings.rs` is how every command reads its strategy.
 
 mod agent;
+mod bench;
 mod check;
 mod completions;
 mod devices;
@@ -72,6 +73,7 @@ pub fn execute(cli: Cli) -> i32 {
         Command::Profile(args) => profile::profile(args),
         Command::Check(args) => Ok(check::check(args)),
         Command::Report(args) => report::report(args),
+        Command::Bench(args) => bench::bench(args),
         Command::Agent(args) => Ok(agent::agent(args)),
         Command::Completions(args) => {
             completions::completions(args);

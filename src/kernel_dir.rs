@@ -222,7 +222,7 @@ mod tests {
                 problems += 1;
             }
         }
-        assert_eq!(problems, 7);
+        assert_eq!(problems, 10);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! NVIDIA, ROCm), LLM providers and prompts live here and implement the runtime's ports.
 
 pub mod agent;
+pub mod bench;
 pub mod check;
 pub mod cli;
 pub mod commands;

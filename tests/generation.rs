@@ -8,34 +8,12 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use actors::model::{KernelSource, Verdict};
 use support::journal::{Journal, candidate_of};
 use support::runs::{assert_exit, assert_says, finish, only_run, stderr};
 use support::standin_node::Node;
-use support::{example, kactors};
+use support::{example, failing_on_noop as failing, kactors, passing_on_noop as passing};
 
 const KILLED: i32 = 9;
-
-/// A seed that verifies on noop: the simulated verdict, a function of the text, passes it
-/// (`tag` makes each distinct, in code rather than a comment, which duplicates ignore).
-fn passing(tag: &str) -> String {
-    (0..)
-        .map(|salt| {
-            format!("def kernel_function(A, B):\n    tag = \"{tag} {salt}\"\n    return A @ B\n")
-        })
-        .find(|text| {
-            matches!(
-                kactors::noop::simulate(&KernelSource::new(text.as_str())).0,
-                Verdict::Passed { .. }
-            )
-        })
-        .unwrap()
-}
-
-/// A seed noop refuses: it defines no `kernel_function`.
-fn failing(tag: &str) -> String {
-    format!("def not_the_kernel(A, B):\n    tag = \"{tag}\"\n    return A\n")
-}
 
 /// A folder with `kernel/` holding problem.py alone (no input.py, no test.py) and the replay
 /// files in `kernel/candidates/`, named in the order they are handed out, and the strategy
@@ -371,4 +349,25 @@ fn generate_ignores_an_input_py_and_run_yaml_keeps_the_flag() {
     );
     let run_yaml = std::fs::read_to_string(run.join("run.yaml")).unwrap();
     assert!(run_yaml.contains("generate: true"), "{run_yaml}");
+}
+
+/// Issue 20's review: an evaluator that cannot start before any seed was evaluated refuses the
+/// run (exit 2), as it does for an initial kernel: nothing was evaluated.
+#[test]
+fn a_seeds_evaluator_that_cannot_start_refuses_the_run_with_exit_2() {
+    let node = Node::new(&[(
+        "00.py",
+        "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x\n",
+    )])
+    .on_one_device()
+    .with_problem("# standin: no_fit\nclass Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n");
+    std::fs::remove_file(node.dir.path().join("kernel/input.py")).unwrap();
+    let (output, run) = node.run();
+    assert_exit(&output, 2);
+    assert_says(
+        &output,
+        "seed 1 could not be evaluated: the evaluator could not start: the problem's inputs do not fit",
+    );
+    let journal = Journal::read(&run);
+    assert_eq!(journal.finished()["outcome"], "refused");
 }

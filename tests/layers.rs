@@ -222,6 +222,7 @@ fn each_layer_imports_only_the_layers_below_it() {
     let graph = import_graph();
     check_layer(&graph, "vendor", &[]);
     check_layer(&graph, "user_file", &[]);
+    check_layer(&graph, "bench", &["user_file"]);
     check_layer(
         &graph,
         "profiling",

@@ -19,7 +19,7 @@ mod verification;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::SystemTime;
 
-pub use headline::Headline;
+pub use headline::{BestFigures, Headline};
 use markdown::table_cell;
 
 use crate::journal::{EvaluationOutcome, Event, JournalRecord, RoundSummary, RunOutcome, Step};

@@ -339,6 +339,9 @@ struct Core {
     beam_round: u32,
     /// Generation's seeds while they decide the first beam.
     seeding: Seeding,
+    /// Whether any evaluation has ended other than for an evaluator that could not start:
+    /// before one has, such an evaluator refuses the run, as nothing was evaluated.
+    anything_evaluated: bool,
 }
 
 /// The search's state: the fold of the journal's records.
@@ -387,6 +390,7 @@ impl SearchState {
                 caches_released: BTreeSet::new(),
                 beam_round: 0,
                 seeding: Seeding::default(),
+                anything_evaluated: false,
             },
             pacer,
         }

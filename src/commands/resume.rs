@@ -122,6 +122,17 @@ fn changes_since_the_start(
 }
 
 pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
+    if args
+        .run_dir
+        .join(crate::bench::record::BENCH_JOURNAL)
+        .is_file()
+    {
+        return Err(CommandError::Usage(format!(
+            "{} is a bench's folder, not a run's: go on with `kactors bench --resume {}`",
+            args.run_dir.display(),
+            args.run_dir.display()
+        )));
+    }
     let (root, lock) = RunDirectory::hold(&args.run_dir)?;
     let recorded = RecordedRun::read(&root)?;
     let (records, torn, whole_bytes) = read_records(&root)?;

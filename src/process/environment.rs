@@ -42,7 +42,8 @@ const CREDENTIAL_PREFIXES: [&str; 2] = ["AWS_", "AZURE_"];
 const CREDENTIAL_NAMES: [&str; 3] = ["DATABASE_URL", "SENTRY_DSN", "NETRC"];
 
 /// The whole environment of a child, already stripped of credentials: only
-/// [`child_environment`] makes one, so no child can be started with kactors' own environment.
+/// [`child_environment`] makes one, so no child can be started with kactors' own environment,
+/// but kactors itself ([`ChildEnv::of_kactors_itself`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChildEnv(Vec<(OsString, OsString)>);
 
@@ -57,6 +58,15 @@ impl ChildEnv {
         self.vars()
             .find(|(candidate, _)| *candidate == name)
             .map(|(_, value)| value)
+    }
+}
+
+impl ChildEnv {
+    /// kactors' own environment, whole, for the one child that may have it: kactors itself (a
+    /// `kactors bench`'s runs), which asks the LLM provider with its keys and strips them from
+    /// every child of its own by [`child_environment`].
+    pub fn of_kactors_itself() -> ChildEnv {
+        ChildEnv(std::env::vars_os().collect())
     }
 }
 

@@ -53,6 +53,27 @@ pub fn workspace_with_candidates(name: &str, yaml: &str) -> tempfile::TempDir {
     dir
 }
 
+/// A kernel that verifies on noop: the simulated verdict, a function of the text, passes it
+/// (`tag` makes each distinct, in code rather than a comment, which duplicates ignore).
+pub fn passing_on_noop(tag: &str) -> String {
+    (0..)
+        .map(|salt| {
+            format!("def kernel_function(A, B):\n    tag = \"{tag} {salt}\"\n    return A @ B\n")
+        })
+        .find(|text| {
+            matches!(
+                kactors::noop::simulate(&actors::model::KernelSource::new(text.as_str())).0,
+                actors::model::Verdict::Passed { .. }
+            )
+        })
+        .unwrap()
+}
+
+/// A kernel noop refuses: it defines no `kernel_function`.
+pub fn failing_on_noop(tag: &str) -> String {
+    format!("def not_the_kernel(A, B):\n    tag = \"{tag}\"\n    return A\n")
+}
+
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }

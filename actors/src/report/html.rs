@@ -4,13 +4,13 @@
 
 use pulldown_cmark::{Event as Markdown, Options, Parser, html::push_html};
 
+use super::RunSummary;
 use super::lineage::lineage;
 use super::markdown::ratio;
 use super::plots::{best_over_time, candidates_by_round};
 use super::source::{self, highlighted};
 use super::svg::escape;
 use super::timeline::device_timelines;
-use super::{FinalSubject, RunSummary};
 
 const STYLE: &str = "\
 body { font-family: sans-serif; margin: 2em auto; max-width: 1000px; padding: 0 1em; color: #222; }
@@ -29,27 +29,18 @@ svg { max-width: 100%; height: auto; background: #fff; }
 /// source. The finale's figures (re-timed in one fresh evaluator) where the run had one, the
 /// search's otherwise.
 fn answer(summary: &RunSummary) -> String {
-    let Some((best, search_ms)) = summary.best() else {
+    let Some(best) = summary.best_figures() else {
         return "<section class=\"answer\"><h2>The answer</h2><p>No kernel was verified.</p></section>\n"
             .into();
     };
-    let finale = summary.final_mean(FinalSubject::Kernel(best));
-    let (best_ms, initial_ms, eager_ms, compile_ms, timed) = match finale {
-        Some(ms) => (
-            ms,
-            summary.final_mean(FinalSubject::Kernel(summary.start())),
-            summary.final_mean(FinalSubject::Eager),
-            summary.final_mean(FinalSubject::Compile),
-            "re-timed by the finale",
-        ),
-        None => (
-            search_ms,
-            summary.initial_ms,
-            summary.eager_ms,
-            summary.compile_ms,
-            "as the search timed it",
-        ),
+    let (best_ms, initial_ms, eager_ms, compile_ms) =
+        (best.time_ms, best.start_ms, best.eager_ms, best.compile_ms);
+    let timed = if best.retimed {
+        "re-timed by the finale"
+    } else {
+        "as the search timed it"
     };
+    let best = best.candidate;
     let figure = |class: &str, value: String, what: &str| {
         format!(
             "<div class=\"figure {class}\"><b>{}</b> {what}</div>",

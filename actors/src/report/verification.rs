@@ -127,13 +127,15 @@ impl Verification {
         self.floors.values().find_map(Floor::known)
     }
 
+    /// A kernel's time as a percentage of the speed of light.
+    pub(super) fn percent(&self, candidate: CandidateId) -> Option<f64> {
+        let kernel = self.kernels.get(&candidate)?;
+        crate::speed_of_light::percent_of_light(kernel.floor_ms?, kernel.time_ms)
+    }
+
     /// A kernel's time as a percentage of the speed of light, as text.
     pub(super) fn percent_text(&self, candidate: CandidateId) -> String {
-        self.kernels
-            .get(&candidate)
-            .and_then(|kernel| {
-                crate::speed_of_light::percent_of_light(kernel.floor_ms?, kernel.time_ms)
-            })
+        self.percent(candidate)
             .map_or_else(|| "–".into(), |percent| format!("{percent:.1}%"))
     }
 

@@ -160,6 +160,9 @@ impl Core {
                 }),
             ReplyOutcome::NoCode | ReplyOutcome::Answered => {
                 self.proposals_answered += 1;
+                if self.is_seed(id) && !self.seeding.done {
+                    return self.seed_without_code(id, cut, out);
+                }
                 unrefined(format!(
                     "had no python code block defining kernel_function{cut}"
                 ))
@@ -262,16 +265,24 @@ impl Core {
             EvaluationOutcome::WrongOutput => rejected(result.reason, true),
             EvaluationOutcome::Failed => rejected(result.reason, false),
             // A device whose evaluator cannot start can evaluate nothing: before the initial
-            // kernel nothing was (the run is refused), later the run cannot go on.
-            EvaluationOutcome::Unstartable if candidate.parent.is_none() && !candidate.seed => {
+            // kernel, or before any seed of generation, nothing was (the run is refused, exit 2,
+            // as documented), later the run cannot go on.
+            EvaluationOutcome::Unstartable
+                if candidate.parent.is_none() && (!candidate.seed || !self.anything_evaluated) =>
+            {
                 candidate.phase = Phase::Resolved;
                 let reason = result.reason;
                 let resolution = rejected(reason.clone(), false);
+                let what = if candidate.seed {
+                    format!("seed {id}")
+                } else {
+                    "the initial kernel".into()
+                };
                 let candidate = candidate.clone();
                 self.record_finished(id, &candidate, &resolution, out);
                 return self.finish(
                     RunOutcome::Refused,
-                    format!("the initial kernel could not be evaluated: {reason}"),
+                    format!("{what} could not be evaluated: {reason}"),
                     out,
                 );
             }
@@ -286,6 +297,7 @@ impl Core {
                 );
             }
         };
+        self.anything_evaluated = true;
         self.resolve(id, resolution, out);
     }
 

@@ -4,7 +4,7 @@
 //! every seed has ended) makes the first beam, as the initial kernel does without generation.
 
 use crate::journal::{CandidateKind, Event, RunOutcome};
-use crate::model::{CandidateId, RankedKernel, RequestKind};
+use crate::model::{CandidateId, KernelSource, RankedKernel, RequestKind};
 use crate::ports::{SEED_HISTORY, SeedAttempt, SeedContext};
 use crate::search::{Beam, device_for};
 
@@ -60,6 +60,24 @@ impl Core {
                 self.ask(requested, request, out);
             }
         }
+    }
+
+    /// A seed's reply without code fails like any attempt of a seed, and is refined: its
+    /// attempt is an empty source, which the refinement prompt shows as no code in the reply.
+    pub(super) fn seed_without_code(&mut self, id: CandidateId, cut: &str, out: &mut Out) {
+        let source = KernelSource::new("");
+        if let Some(seed) = self.candidates.get_mut(&id) {
+            seed.sources.push(source.clone());
+        }
+        let resolution = Resolution::Rejected {
+            source,
+            reason: format!(
+                "no code in the reply: it has no python code block defining kernel_function{cut}"
+            ),
+            judged: false,
+            simulated: false,
+        };
+        self.resolve(id, resolution, out);
     }
 
     pub(super) fn is_seed(&self, id: CandidateId) -> bool {

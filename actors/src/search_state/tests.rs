@@ -1163,3 +1163,81 @@ fn models_share_a_round_by_weight_and_a_prompts_samples_share_its_model() {
         "round 2's second prompt"
     );
 }
+
+/// Issue 20's review: a seed whose reply has no code is refined like any failed seed, the
+/// refinement's attempt saying that the reply had no code.
+#[test]
+fn a_seed_reply_without_code_is_refined_with_no_code_as_its_failure() {
+    let config = SearchConfig {
+        max_refinements: 1,
+        ..generating(1, SeedsKept::First, 1)
+    };
+    let mut state = SearchState::new(config);
+    state.apply(&started(""));
+    let mut reply = answered(1, 0, 0, ReplyOutcome::NoCode, None);
+    if let Event::ProposalReceived {
+        round, request_id, ..
+    } = &mut reply
+    {
+        *round = 0;
+        *request_id = "r0-c1".into();
+    }
+    let context = state
+        .apply(&reply)
+        .into_iter()
+        .find_map(|decision| match decision {
+            Decision::RequestSeed { context, .. } => Some(context),
+            _ => None,
+        })
+        .expect("the seed is refined");
+    state.check_invariants().unwrap();
+    assert_eq!(context.attempt, 1);
+    assert_eq!(context.attempts.len(), 1);
+    assert_eq!(context.attempts[0].source.text(), "");
+    assert!(
+        context.attempts[0]
+            .error
+            .starts_with("no code in the reply"),
+        "{}",
+        context.attempts[0].error
+    );
+}
+
+/// Issue 20's review: an evaluator that cannot start refuses the run (exit 2) while nothing
+/// was evaluated, for a seed as for the initial kernel; once something was, the run fails.
+#[test]
+fn a_seeds_evaluator_that_cannot_start_refuses_the_run_only_before_anything_was_evaluated() {
+    let unstartable = |seed| evaluated(seed, 0, 0, EvaluationOutcome::Unstartable, None);
+    let mut first = SearchState::new(generating(2, SeedsKept::First, 1));
+    for input in [
+        started(""),
+        seed_code(1, "seed 1"),
+        seed_code(2, "seed 2"),
+        unstartable(1),
+    ] {
+        first.apply(&input);
+    }
+    let (outcome, reason) = first.finished().expect("the run ends");
+    assert_eq!(*outcome, RunOutcome::Refused);
+    assert!(
+        reason.starts_with("seed 1 could not be evaluated: "),
+        "{reason}"
+    );
+
+    let mut later = SearchState::new(generating(2, SeedsKept::First, 1));
+    for input in [
+        started(""),
+        seed_code(1, "seed 1"),
+        seed_code(2, "seed 2"),
+        evaluated(1, 0, 0, EvaluationOutcome::WrongOutput, None),
+        unstartable(2),
+    ] {
+        later.apply(&input);
+    }
+    let (outcome, reason) = later.finished().expect("the run ends");
+    assert_eq!(*outcome, RunOutcome::Failed);
+    assert!(
+        reason.starts_with("the evaluator of device 0 could not start"),
+        "{reason}"
+    );
+}

@@ -543,7 +543,7 @@ fn refused_run(strategy: String, message: String, run_dir: Option<PathBuf>, json
 }
 
 /// A run's figures and the dollars it spent, from its journal.
-fn read_run(root: &Path) -> Option<(Headline, f64)> {
+pub(in crate::commands) fn read_run(root: &Path) -> Option<(Headline, f64)> {
     let (file, _) = crate::user_file::open_regular(&root.join("journal.jsonl")).ok()?;
     let mut summary = RunSummary::default();
     let mut records = Vec::new();

@@ -104,6 +104,27 @@ pub(crate) fn folder_stamp(now: SystemTime) -> String {
     format!("{digits}Z")
 }
 
+/// `parent/stem/`, made new: `stem-2/`, `stem-3/`, … where a folder of that name exists (two
+/// runs or benches started in one second), at most 999 of them.
+pub(crate) fn create_stamped_folder(parent: &Path, stem: &str) -> io::Result<PathBuf> {
+    for suffix in 1..1000 {
+        let folder = if suffix == 1 {
+            parent.join(stem)
+        } else {
+            parent.join(format!("{stem}-{suffix}"))
+        };
+        match fs::create_dir(&folder) {
+            Ok(()) => return Ok(folder),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(error),
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        format!("no free name for a folder {stem}-N in {}", parent.display()),
+    ))
+}
+
 impl RunDirectory {
     /// Makes a new run folder under `parent` with run.yaml, an empty journal and candidates/.
     pub fn create(
@@ -119,19 +140,8 @@ impl RunDirectory {
         // Children run in folders of their own: every path handed to them must be absolute.
         let parent = &std::path::absolute(parent).map_err(wrap)?;
         fs::create_dir_all(parent).map_err(wrap)?;
-        let stem = format!("{strategy}-{}", folder_stamp(now));
-        let mut root = parent.join(&stem);
-        let mut suffix = 1;
-        loop {
-            match fs::create_dir(&root) {
-                Ok(()) => break,
-                Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
-                    suffix += 1;
-                    root = parent.join(format!("{stem}-{suffix}"));
-                }
-                Err(error) => return Err(wrap(error)),
-            }
-        }
+        let root = create_stamped_folder(parent, &format!("{strategy}-{}", folder_stamp(now)))
+            .map_err(wrap)?;
         let lock = lock_folder(&root)?;
         fs::write(root.join("run.yaml"), run_yaml).map_err(wrap)?;
         fs::create_dir(root.join("candidates")).map_err(wrap)?;

@@ -249,23 +249,8 @@ fn write_error(dir: &Path, error: &std::io::Error) -> CommandError {
 fn new_bench_dir(parent: &Path) -> Result<PathBuf, CommandError> {
     std::fs::create_dir_all(parent).map_err(|error| write_error(parent, &error))?;
     let stem = format!("bench-{}", crate::run_dir::folder_stamp(SystemTime::now()));
-    for suffix in 1..1000 {
-        let name = if suffix == 1 {
-            stem.clone()
-        } else {
-            format!("{stem}-{suffix}")
-        };
-        let dir = parent.join(name);
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(error) => return Err(write_error(parent, &error)),
-        }
-    }
-    Err(CommandError::Environment(format!(
-        "no free name for a bench folder in {}",
-        parent.display()
-    )))
+    crate::run_dir::create_stamped_folder(parent, &stem)
+        .map_err(|error| write_error(parent, &error))
 }
 
 fn plan_config_dir(plan: &BenchPlan) -> ConfigDirArg {

@@ -2,9 +2,9 @@
 //! addressed, and what became of it, as a tree on one screen: a column per round, a mark per
 //! candidate joined to its parent, the details in each mark's hover title.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::plots::{RIGHT, WIDTH, folder_of};
+use super::plots::{MARKS_LIMIT, RIGHT, WIDTH, folder_of};
 use super::svg::{Mark, Svg};
 use super::{Fate, RunSummary};
 use crate::model::CandidateId;
@@ -27,11 +27,45 @@ impl RunSummary {
     }
 }
 
-/// The lineage tree of every candidate whose fate the journal records.
+/// The candidates the tree draws: every one whose fate the journal records, or past
+/// [`MARKS_LIMIT`] the survivors' ancestry: the best's line first, then the beam's, as far up
+/// as the limit allows (every candidate is still counted in the candidates plot and report.md).
+fn drawn(summary: &RunSummary) -> BTreeSet<CandidateId> {
+    if summary.candidates.len() <= MARKS_LIMIT {
+        return summary.candidates.keys().copied().collect();
+    }
+    let mut drawn = BTreeSet::new();
+    let survivors = summary
+        .best()
+        .map(|(id, _)| id)
+        .into_iter()
+        .chain(summary.beam.iter().copied());
+    for survivor in survivors {
+        let mut at = Some(survivor);
+        while let Some(id) = at {
+            if drawn.len() >= MARKS_LIMIT || !drawn.insert(id) {
+                break;
+            }
+            at = summary
+                .candidates
+                .get(&id)
+                .and_then(|candidate| candidate.parent);
+        }
+    }
+    drawn.retain(|id| summary.candidates.contains_key(id));
+    drawn
+}
+
+/// The lineage tree of every candidate whose fate the journal records (past [`MARKS_LIMIT`],
+/// of the survivors' ancestry).
 pub(super) fn lineage(summary: &RunSummary) -> String {
+    let drawn = drawn(summary);
     let mut rounds: BTreeMap<u32, Vec<CandidateId>> = BTreeMap::new();
-    for (id, candidate) in &summary.candidates {
-        rounds.entry(candidate.round).or_default().push(*id);
+    for id in &drawn {
+        rounds
+            .entry(summary.candidates[id].round)
+            .or_default()
+            .push(*id);
     }
     let tallest = rounds.values().map(Vec::len).max().unwrap_or(1).max(1);
     let row = (MOST_HEIGHT / tallest as f64).min(ROW);
@@ -46,9 +80,13 @@ pub(super) fn lineage(summary: &RunSummary) -> String {
     );
     let best = summary.best().map(|(id, _)| id);
     let mut at: BTreeMap<CandidateId, (f64, f64)> = BTreeMap::new();
+    // Columns narrower than a label name every few rounds, so that the names never overlap.
+    let labelled_every = (64.0 / column).ceil().max(1.0) as usize;
     for (index, (round, mut ids)) in rounds.into_iter().enumerate() {
         let x = LEFT + column * (index as f64 + 0.5);
-        svg.label(x, TOP - 16.0, "middle", &format!("round {round}"));
+        if index % labelled_every == 0 {
+            svg.label(x, TOP - 16.0, "middle", &format!("round {round}"));
+        }
         // Under their parents, so that the edges cross as little as they can.
         ids.sort_by(|a, b| {
             let parent_y = |id: &CandidateId| {
@@ -62,6 +100,18 @@ pub(super) fn lineage(summary: &RunSummary) -> String {
         for (slot, id) in ids.iter().enumerate() {
             at.insert(*id, (x, TOP + row * (slot as f64 + 0.5)));
         }
+    }
+    if drawn.len() < summary.candidates.len() {
+        svg.label(
+            LEFT,
+            TOP - 30.0,
+            "start",
+            &format!(
+                "the ancestry of the best and the beam: {} of {} candidates",
+                drawn.len(),
+                summary.candidates.len()
+            ),
+        );
     }
     for (id, candidate) in &summary.candidates {
         let (Some(parent), Some((x, y))) = (candidate.parent, at.get(id)) else {
@@ -79,7 +129,8 @@ pub(super) fn lineage(summary: &RunSummary) -> String {
             );
         }
     }
-    for (id, candidate) in &summary.candidates {
+    for id in &drawn {
+        let candidate = &summary.candidates[id];
         let (x, y) = at[id];
         let addressed = summary
             .bottleneck_of(*id)

@@ -3,7 +3,7 @@
 //! says what it shows in its class and `data-` attributes (README: "report.html"), so that the
 //! page can be checked against the journal.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::svg::{Axis, Mark, Svg, Swatch, cross, legend, tick_label, x_axis, y_axis};
 use super::{FailureKind, Fate, FinishedCandidate, RunSummary};
@@ -297,8 +297,18 @@ pub(super) fn best_over_time(summary: &RunSummary) -> String {
     svg.finish()
 }
 
+/// The most candidates a plot draws one mark each: past it, the candidates plot draws cells
+/// of rounds × time with their counts, and the lineage the survivors' ancestry, so that
+/// report.html stays a few megabytes and opens at once at 100,000 candidates (issue 24).
+pub(super) const MARKS_LIMIT: usize = 2_000;
+/// Columns (of rounds) and rows (of log time) of the candidates plot's cells.
+const CELL_COLUMNS: u32 = 160;
+const CELL_ROWS: usize = 40;
+
 /// Every candidate whose fate is known, by round: verified ones at their time (log scale), the
-/// beam ringed, failed ones as crosses in a band above, coloured by reason.
+/// beam ringed, failed ones as crosses in a band above, coloured by reason. Past
+/// [`MARKS_LIMIT`] candidates, cells count them instead, and only the beam and each improvement
+/// of the best keep a mark of their own.
 pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
     const HEIGHT: f64 = 400.0;
     let band = (64.0, 88.0);
@@ -351,18 +361,43 @@ pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
     );
     svg.label(LEFT - 8.0, band.1 - 8.0, "end", "failed");
 
-    let mut by_round: BTreeMap<u32, Vec<(CandidateId, &FinishedCandidate)>> = BTreeMap::new();
-    for (id, candidate) in &summary.candidates {
-        by_round
-            .entry(candidate.round)
-            .or_default()
-            .push((*id, candidate));
-    }
+    let summarized = summary.candidates.len() > MARKS_LIMIT;
     let mut kinds = Vec::new();
+    let mut by_round: BTreeMap<u32, Vec<(CandidateId, &FinishedCandidate)>> = BTreeMap::new();
+    if summarized {
+        let cells = Cells::count(summary, last_round, (fastest / 1.25, slowest * 1.25));
+        cells.draw(&mut svg, &x, &y, band);
+        kinds = cells.failures.keys().map(|(_, kind)| *kind).collect();
+        let alone: BTreeSet<CandidateId> = summary
+            .beam
+            .iter()
+            .copied()
+            .chain(improvements(summary).iter().map(|i| i.candidate))
+            .collect();
+        for id in alone {
+            if let Some(candidate) = summary.candidates.get(&id) {
+                by_round
+                    .entry(candidate.round)
+                    .or_default()
+                    .push((id, candidate));
+            }
+        }
+    } else {
+        for (id, candidate) in &summary.candidates {
+            by_round
+                .entry(candidate.round)
+                .or_default()
+                .push((*id, candidate));
+        }
+    }
     for (round, members) in &by_round {
         let count = members.len() as f64;
         for (index, (id, candidate)) in members.iter().enumerate() {
-            let offset = -0.35 + 0.7 * (index as f64 + 0.5) / count;
+            let offset = if summarized {
+                0.0
+            } else {
+                -0.35 + 0.7 * (index as f64 + 0.5) / count
+            };
             let cx = x.at(f64::from(*round) + offset);
             let whose = match candidate.parent {
                 Some(parent) => format!(
@@ -427,10 +462,20 @@ pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
         }
     }
     kinds.sort();
+    kinds.dedup();
     let mut entries = vec![
         (Swatch::Dot { colour: BEST }, "verified".to_string()),
         (Swatch::Ring, "in the beam".to_string()),
     ];
+    if summarized {
+        entries.push((
+            Swatch::Block { colour: BEST },
+            format!(
+                "{} candidates counted in cells (the darker, the more); alone: the beam and each new best",
+                summary.candidates.len()
+            ),
+        ));
+    }
     entries.extend(kinds.into_iter().map(|kind| {
         (
             Swatch::Cross {
@@ -449,4 +494,123 @@ pub(super) fn candidates_by_round(summary: &RunSummary) -> String {
         );
     }
     svg.finish()
+}
+
+/// The candidates plot's cells past [`MARKS_LIMIT`]: verified candidates counted by a column of
+/// rounds and a row of log time, failed ones by a column and their reason.
+struct Cells {
+    rounds_per_column: u32,
+    /// The log-time range the rows divide.
+    times: (f64, f64),
+    verified: BTreeMap<(u32, usize), u32>,
+    failures: BTreeMap<(u32, FailureKind), u32>,
+}
+
+impl Cells {
+    fn count(summary: &RunSummary, last_round: u32, times: (f64, f64)) -> Cells {
+        let mut cells = Cells {
+            rounds_per_column: (last_round + 1).div_ceil(CELL_COLUMNS),
+            times,
+            verified: BTreeMap::new(),
+            failures: BTreeMap::new(),
+        };
+        for candidate in summary.candidates.values() {
+            let column = candidate.round / cells.rounds_per_column;
+            match &candidate.fate {
+                Fate::Verified { time_ms } => {
+                    *cells
+                        .verified
+                        .entry((column, cells.row(*time_ms)))
+                        .or_default() += 1;
+                }
+                Fate::Failed { kind, .. } => {
+                    *cells.failures.entry((column, *kind)).or_default() += 1;
+                }
+            }
+        }
+        cells
+    }
+
+    /// The row of a time: a time outside the range (not finite, not positive) takes the
+    /// nearest end, as the axis draws it.
+    fn row(&self, time_ms: f64) -> usize {
+        let (low, high) = (self.times.0.ln(), self.times.1.ln());
+        let share = (time_ms.ln() - low) / (high - low);
+        if share.is_nan() {
+            return 0;
+        }
+        ((share * CELL_ROWS as f64) as usize).min(CELL_ROWS - 1)
+    }
+
+    /// The time at a row's lower edge.
+    fn row_floor(&self, row: usize) -> f64 {
+        let (low, high) = (self.times.0.ln(), self.times.1.ln());
+        (low + (high - low) * row as f64 / CELL_ROWS as f64).exp()
+    }
+
+    fn rounds(&self, column: u32) -> (u32, u32) {
+        let first = column * self.rounds_per_column;
+        (first, first + self.rounds_per_column - 1)
+    }
+
+    fn draw(&self, svg: &mut Svg, x: &Axis, y: &Axis, band: (f64, f64)) {
+        let most = self.verified.values().copied().max().unwrap_or(1);
+        for (&(column, row), &count) in &self.verified {
+            let (first, last) = self.rounds(column);
+            let (low, high) = (self.row_floor(row), self.row_floor(row + 1));
+            let left = x.at(f64::from(first) - 0.5);
+            let top = y.at(high);
+            // The darker, the more: log-scaled, so that a cell of one still shows.
+            let shade = 0.15 + 0.85 * f64::from(count).ln_1p() / f64::from(most).ln_1p();
+            svg.add(
+                Mark::new("rect")
+                    .attr("class", "candidate-cell")
+                    .attr("data-fate", "verified")
+                    .attr("data-round-from", first)
+                    .attr("data-round-to", last)
+                    .attr("data-ms-from", format_args!("{low:.6}"))
+                    .attr("data-ms-to", format_args!("{high:.6}"))
+                    .attr("data-count", count)
+                    .px("x", left)
+                    .px("y", top)
+                    .px("width", (x.at(f64::from(last) + 0.5) - left).max(0.5))
+                    .px("height", (y.at(low) - top).max(0.5))
+                    .attr("fill", BEST)
+                    .attr("fill-opacity", format_args!("{shade:.3}"))
+                    .title(format!(
+                        "{count} verified in rounds {first}–{last}, {low:.4}–{high:.4} ms"
+                    )),
+            );
+        }
+        let mut column_failures: BTreeMap<u32, u32> = BTreeMap::new();
+        for (&(column, _), &count) in &self.failures {
+            *column_failures.entry(column).or_default() += count;
+        }
+        let mut stacked: BTreeMap<u32, f64> = BTreeMap::new();
+        for (&(column, kind), &count) in &self.failures {
+            let (first, last) = self.rounds(column);
+            let left = x.at(f64::from(first) - 0.5);
+            let height = (band.1 - band.0) * f64::from(count) / f64::from(column_failures[&column]);
+            let below = stacked.entry(column).or_insert(band.1);
+            *below -= height;
+            svg.add(
+                Mark::new("rect")
+                    .attr("class", "candidate-cell")
+                    .attr("data-fate", "failed")
+                    .attr("data-reason", kind.name())
+                    .attr("data-round-from", first)
+                    .attr("data-round-to", last)
+                    .attr("data-count", count)
+                    .px("x", left)
+                    .px("y", *below)
+                    .px("width", (x.at(f64::from(last) + 0.5) - left).max(0.5))
+                    .px("height", height)
+                    .attr("fill", failure_colour(kind))
+                    .title(format!(
+                        "{count} failed in rounds {first}–{last}: {}",
+                        kind.label()
+                    )),
+            );
+        }
+    }
 }

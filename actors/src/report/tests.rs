@@ -1,4 +1,5 @@
-use std::time::SystemTime;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, SystemTime};
 
 use super::*;
 use crate::journal::CandidateKind;
@@ -432,4 +433,203 @@ fn the_lineage_of_200_candidates_fits_on_one_screen_and_names_the_bottleneck_add
         "{svg}"
     );
     assert!(svg.contains("addressing low occupancy: 5.0100 ms"));
+}
+
+/// One plot of a rendered page, by its class (`plot candidates`, `plot devices`, …).
+fn plot<'a>(html: &'a str, class: &str) -> &'a str {
+    let start = html
+        .find(&format!("<svg class=\"{class}\""))
+        .unwrap_or_else(|| panic!("no {class} in the page"));
+    let end = start + html[start..].find("</svg>").expect("the plot ends") + "</svg>".len();
+    &html[start..end]
+}
+
+/// Each element of the class in an SVG, as its attributes.
+fn marks_of(svg: &str, class: &str) -> Vec<BTreeMap<String, String>> {
+    let document = roxmltree::Document::parse(svg).expect("the plot is well-formed SVG");
+    document
+        .descendants()
+        .filter(|node| node.attribute("class") == Some(class))
+        .map(|node| {
+            node.attributes()
+                .map(|a| (a.name().to_string(), a.value().to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+fn number(mark: &BTreeMap<String, String>, name: &str) -> f64 {
+    mark[name]
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} of {mark:?}"))
+}
+
+/// Issue 24: report.html stays usable at 100,000 candidates. Past the marks limit the
+/// candidates plot counts them in cells, each candidate once, by fate and reason, and only the
+/// beam and each new best keep a mark; each device's row becomes columns whose shares cover
+/// its wall time; the lineage draws the survivors' ancestry. The page stays small.
+#[test]
+fn past_the_marks_limit_report_html_counts_every_candidate_in_a_page_that_stays_small() {
+    const CANDIDATES: u64 = 12_000;
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let at = |ms: u64, event: Event| JournalRecord {
+        t: start + Duration::from_millis(ms),
+        event,
+    };
+    let mut summary = RunSummary::default();
+    summary.observe(&at(
+        0,
+        Event::RunStarted {
+            strategy: "noop".into(),
+            platform: "noop".into(),
+            simulated: true,
+            search: "beam_search".into(),
+            num_top_kernels: 4,
+            num_bottlenecks: 5,
+            max_rounds: 600,
+            devices: Vec::new(),
+            initial_source: "def kernel_function(a):\n    return a\n".into(),
+            sandbox: None,
+        },
+    ));
+    let (mut verified, mut duplicates) = (0, 0);
+    for id in 0..CANDIDATES {
+        let (round, device) = ((id / 20) as u32, DeviceId((id % 4) as u32));
+        let parent = (id > 0).then(|| CandidateId(id.saturating_sub(20) / 20 * 20));
+        let t = 10 * id;
+        for (offset, step) in [(0, Step::Verify), (4, Step::Time)] {
+            let step_of = |finished: bool| {
+                let (candidate, parent) = (CandidateId(id), parent);
+                if finished {
+                    Event::StepFinished {
+                        candidate,
+                        parent,
+                        round,
+                        device,
+                        step,
+                        provenance: None,
+                        verdict: None,
+                        time_ms: None,
+                        error: None,
+                    }
+                } else {
+                    Event::StepStarted {
+                        candidate,
+                        parent,
+                        round,
+                        device,
+                        step,
+                    }
+                }
+            };
+            summary.observe(&at(t + offset, step_of(false)));
+            summary.observe(&at(t + offset + 3, step_of(true)));
+        }
+        let duplicate = id % 7 == 3;
+        let time_ms = 1.0 + ((id * 7919) % 1000) as f64 / 100.0 - id as f64 / CANDIDATES as f64;
+        summary.observe(&at(
+            t + 8,
+            Event::CandidateFinished {
+                candidate: CandidateId(id),
+                parent,
+                round,
+                device,
+                passed: !duplicate,
+                time_ms: (!duplicate).then_some(time_ms),
+                reason: duplicate.then(|| "identical to an earlier candidate".into()),
+                simulated: true,
+                duplicate_of: duplicate.then_some(CandidateId(0)),
+            },
+        ));
+        if duplicate {
+            duplicates += 1;
+        } else {
+            verified += 1;
+        }
+    }
+    let beam: Vec<u64> = vec![11_982, 11_960, 11_940, 11_981];
+    summary.observe(&at(
+        10 * CANDIDATES,
+        Event::BeamUpdated {
+            round: 599,
+            beam: beam
+                .iter()
+                .map(|&id| crate::journal::BeamMember {
+                    candidate: CandidateId(id),
+                    time_ms: 0.5,
+                })
+                .collect(),
+        },
+    ));
+    let html = summary.render().html;
+    assert!(
+        html.len() < 2_000_000,
+        "report.html is {} bytes for {CANDIDATES} candidates",
+        html.len()
+    );
+
+    let candidates = plot(&html, "plot candidates");
+    let cells = marks_of(candidates, "candidate-cell");
+    let counted = |fate: &str| -> f64 {
+        cells
+            .iter()
+            .filter(|cell| cell["data-fate"] == fate)
+            .map(|cell| number(cell, "data-count"))
+            .sum()
+    };
+    assert_eq!(
+        counted("verified"),
+        f64::from(verified),
+        "every verified one counted once"
+    );
+    assert_eq!(
+        counted("failed"),
+        f64::from(duplicates),
+        "every failure counted once"
+    );
+    assert!(
+        cells
+            .iter()
+            .filter(|cell| cell["data-fate"] == "failed")
+            .all(|cell| cell["data-reason"] == "duplicate"),
+        "failures counted by their reason"
+    );
+    let alone = marks_of(candidates, "candidate");
+    assert!(alone.len() < 200, "{} candidates drawn alone", alone.len());
+    let ringed: BTreeSet<String> = marks_of(candidates, "beam")
+        .iter()
+        .map(|mark| mark["data-candidate"].clone())
+        .collect();
+    let beam_ids: BTreeSet<String> = beam.iter().map(u64::to_string).collect();
+    assert_eq!(ringed, beam_ids, "the beam still ringed");
+
+    let devices = plot(&html, "plot devices");
+    let shares = marks_of(devices, "span-share");
+    let wall = summary.end_seconds();
+    for device in 0..4 {
+        let covered: f64 = shares
+            .iter()
+            .filter(|share| share["data-device"] == device.to_string())
+            .map(|share| number(share, "data-seconds"))
+            .sum();
+        assert!(
+            (covered - wall).abs() < 0.01 * wall,
+            "device {device}: its shares cover {covered} s of {wall} s"
+        );
+    }
+    assert!(
+        marks_of(devices, "span").is_empty(),
+        "no span drawn one by one"
+    );
+
+    let lineage = plot(&html, "plot lineage");
+    let nodes = marks_of(lineage, "lineage-node");
+    assert!(!nodes.is_empty() && nodes.len() <= super::plots::MARKS_LIMIT);
+    let best = summary.best().map(|(id, _)| id.to_string());
+    assert!(
+        nodes
+            .iter()
+            .any(|node| Some(&node["data-candidate"]) == best.as_ref()),
+        "the best is in the lineage"
+    );
 }

@@ -1,15 +1,43 @@
 //! report.html's third plot: each device's timeline, its steps, idle stretches and the
 //! stretches no process ran (between a death and its resume) as coloured spans.
 
-use super::RunSummary;
 use super::clock::merged;
-use super::plots::{LEGEND, RIGHT, WIDTH, step_colour, time_axis, time_x_axis};
-use super::step_key;
-use super::svg::{Mark, Svg, Swatch, legend};
+use super::plots::{LEGEND, RIGHT, TimeUnit, WIDTH, step_colour, time_axis, time_x_axis};
+use super::svg::{Axis, Mark, Svg, Swatch, legend};
+use super::{DeviceTime, RunSummary, step_key};
 use crate::journal::Step;
+use crate::model::DeviceId;
 
+const ROW: f64 = 22.0;
 const IDLE: &str = "#e8e8e8";
 const DOWN: &str = "#9e9e9e";
+/// The most steps a device's row draws one span each: past it, the row is columns of the
+/// wall time, each stacked with the share of it that each step, idle and down took, so that
+/// report.html stays small and quick at 100,000 candidates (issue 24).
+const SPANS_LIMIT: usize = 1_000;
+const SHARE_COLUMNS: usize = 240;
+
+/// Seconds of each of `columns` equal stretches of [0, end] that the intervals cover.
+fn column_seconds(intervals: &[(f64, f64)], end: f64, columns: usize) -> Vec<f64> {
+    let mut seconds = vec![0.0; columns];
+    if end <= 0.0 {
+        return seconds;
+    }
+    let width = end / columns as f64;
+    for &(start, stop) in intervals {
+        let (start, stop) = (start.clamp(0.0, end), stop.clamp(0.0, end));
+        if stop <= start {
+            continue;
+        }
+        let first = ((start / width) as usize).min(columns - 1);
+        let last = ((stop / width) as usize).min(columns - 1);
+        for (column, covered) in seconds.iter_mut().enumerate().take(last + 1).skip(first) {
+            let (from, to) = (column as f64 * width, (column + 1) as f64 * width);
+            *covered += stop.min(to) - start.max(from);
+        }
+    }
+    seconds
+}
 
 /// The stretches of [0, end] outside the given intervals (sorted, merged).
 fn idle_gaps(busy: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
@@ -30,7 +58,6 @@ fn idle_gaps(busy: &[(f64, f64)], end: f64) -> Vec<(f64, f64)> {
 /// Each device's timeline: its steps (verify, time, profile, reference) and its idle stretches as
 /// coloured spans, with its busy fraction.
 pub(super) fn device_timelines(summary: &RunSummary) -> String {
-    const ROW: f64 = 22.0;
     const GAP: f64 = 8.0;
     const LABELS: f64 = 190.0;
     let top = 48.0;
@@ -76,6 +103,14 @@ pub(super) fn device_timelines(summary: &RunSummary) -> String {
                 .title(time.name.clone())
                 .text(format!("device {device}: {:.1}% busy", fraction * 100.0)),
         );
+        let mut occupied = summary.busy_intervals(time);
+        occupied.extend(down.iter().copied());
+        let idle = idle_gaps(&merged(occupied), end);
+        if time.spans.len() > SPANS_LIMIT {
+            let layers = share_layers(summary, time, &idle, &down);
+            draw_shares(&mut svg, *device, &layers, row_top, (&x, &unit), end);
+            continue;
+        }
         for &(start, stop) in &down {
             let mark = Mark::new("rect")
                 .attr("data-device", device)
@@ -85,9 +120,7 @@ pub(super) fn device_timelines(summary: &RunSummary) -> String {
                 ));
             span(&mut svg, row_top, start, stop, DOWN, mark);
         }
-        let mut occupied = summary.busy_intervals(time);
-        occupied.extend(down.iter().copied());
-        for (start, stop) in idle_gaps(&merged(occupied), end) {
+        for &(start, stop) in &idle {
             let mark = Mark::new("rect")
                 .attr("data-device", device)
                 .attr("data-step", "idle")
@@ -141,6 +174,87 @@ pub(super) fn device_timelines(summary: &RunSummary) -> String {
         .collect();
     legend(&mut svg, LABELS, LEGEND, RIGHT, &entries);
     svg.finish()
+}
+
+/// What a column of a device's row past [`SPANS_LIMIT`] steps is made of: per step (and idle,
+/// down), its key, colour and the seconds it took in each column of the wall time.
+type Layer = (&'static str, &'static str, Vec<f64>);
+
+fn share_layers(
+    summary: &RunSummary,
+    time: &DeviceTime,
+    idle: &[(f64, f64)],
+    down: &[(f64, f64)],
+) -> Vec<Layer> {
+    let end = summary.end_seconds();
+    let spans_of = |step: Step| -> Vec<(f64, f64)> {
+        time.spans
+            .iter()
+            .filter(|span| span.step == step)
+            .map(|span| {
+                let start = summary.seconds_since_start(span.start);
+                let stop = span.end.map_or(end, |t| summary.seconds_since_start(t));
+                (start, stop.max(start))
+            })
+            .collect()
+    };
+    [Step::Verify, Step::Time, Step::Profile, Step::Reference]
+        .into_iter()
+        .map(|step| {
+            let seconds = column_seconds(&spans_of(step), end, SHARE_COLUMNS);
+            (step_key(step), step_colour(step), seconds)
+        })
+        .chain([
+            ("idle", IDLE, column_seconds(idle, end, SHARE_COLUMNS)),
+            ("down", DOWN, column_seconds(down, end, SHARE_COLUMNS)),
+        ])
+        .collect()
+}
+
+/// A device's row as columns, each a stack of the shares its layers took.
+fn draw_shares(
+    svg: &mut Svg,
+    device: DeviceId,
+    layers: &[Layer],
+    row_top: f64,
+    (x, unit): (&Axis, &TimeUnit),
+    end: f64,
+) {
+    let width = end / SHARE_COLUMNS as f64;
+    for column in 0..SHARE_COLUMNS {
+        let (from, to) = (column as f64 * width, (column + 1) as f64 * width);
+        let left = x.at(from / unit.seconds);
+        let right = x.at(to / unit.seconds);
+        // Steps on one device can overlap (a profile beside a run): the stack is of shares.
+        let total: f64 = layers.iter().map(|(_, _, seconds)| seconds[column]).sum();
+        let mut bottom = row_top + ROW;
+        for (step, colour, seconds) in layers {
+            let covered = seconds[column];
+            if covered <= 0.0 || total <= 0.0 {
+                continue;
+            }
+            let height = ROW * covered / total;
+            bottom -= height;
+            svg.add(
+                Mark::new("rect")
+                    .attr("class", "span-share")
+                    .attr("data-device", device)
+                    .attr("data-step", step)
+                    .attr("data-start", format_args!("{from:.3}"))
+                    .attr("data-end", format_args!("{to:.3}"))
+                    .attr("data-seconds", format_args!("{covered:.3}"))
+                    .px("x", left)
+                    .px("y", bottom)
+                    .px("width", (right - left).max(0.0))
+                    .px("height", height)
+                    .attr("fill", *colour)
+                    .title(format!(
+                        "device {device}, {from:.1}–{to:.1} s: {step} {:.0}%",
+                        100.0 * covered / (to - from)
+                    )),
+            );
+        }
+    }
 }
 
 #[cfg(test)]

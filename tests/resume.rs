@@ -286,7 +286,7 @@ fn a_run_killed_during_an_evaluation_resumes_to_the_end_the_same_run_left_alone_
 
 /// Issue 24: a journal of version 3, whose lines are whole (every proposal's code inline, nulls
 /// and each candidate's placement said), resumes as it always did: its code comes from the
-/// journal, not the candidates' folders, and the run goes on in version 4 lines to the end the
+/// journal, not the candidates' folders, and the run goes on in the current version's lines to the end the
 /// same run left alone reaches.
 #[test]
 fn a_version_3_journal_with_its_code_inline_resumes_to_the_end_the_same_run_left_alone_reaches() {
@@ -321,8 +321,10 @@ fn a_version_3_journal_with_its_code_inline_resumes_to_the_end_the_same_run_left
         .map(|line| serde_json::from_str(line).unwrap())
         .collect();
     assert!(
-        later.iter().all(|line| line["v"] == 4),
-        "the resume writes version 4"
+        later
+            .iter()
+            .all(|line| line["v"] == actors::journal::SCHEMA_VERSION),
+        "the resume writes the current version"
     );
     let journal = Journal::read(&run);
     assert_nothing_done_twice(&journal);

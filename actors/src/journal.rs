@@ -33,7 +33,7 @@ pub use lines::{
 };
 pub use reading::{JournalReadError, MAX_LINE_BYTES, TornLine, read_journal};
 
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The oldest journal this build reads.
 pub const OLDEST_READABLE_VERSION: u32 = 1;
@@ -694,7 +694,7 @@ impl JournalRecord {
         serde_json::Value::Object(object)
     }
 
-    /// Reads one whole journal line of any readable version: a line of version 4 that left out
+    /// Reads one whole journal line of any readable version: a line of version 4 or later that left out
     /// what the lines before it give reads only through `LineReader` (`read_journal`).
     pub fn from_line(line: &str) -> Result<JournalRecord, RecordError> {
         let value: serde_json::Value =
@@ -903,9 +903,12 @@ mod tests {
         };
         check("{\"v\":2,\"t\":\"2026-12-02T10:3", "not a JSON object");
         check("[1]", "not a JSON object");
+        let newer = SCHEMA_VERSION + 1;
         check(
-            "{\"v\":5,\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",
-            "schema version 5",
+            &format!(
+                "{{\"v\":{newer},\"t\":\"2026-12-02T10:35:44.123Z\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}}"
+            ),
+            &format!("schema version {newer}"),
         );
         check(
             "{\"v\":2,\"t\":\"yesterday\",\"type\":\"interrupted\",\"signal\":\"SIGINT\"}",

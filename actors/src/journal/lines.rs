@@ -2,16 +2,16 @@
 //! the same records read back. A line leaves out what the lines before it give:
 //!
 //! - a field whose value is null (every such field reads as absent);
-//! - in a record about a candidate, its `parent` and `round` when the candidate's previous
-//!   line that said them said the same (a candidate's placement never changes, so only its
-//!   first line in a process carries it);
+//! - in a record about a candidate, its `parent` and `round` (and since version 5 its
+//!   `device`) when the candidate's previous line that said them said the same (a candidate's
+//!   placement seldom changes, so mostly only its first line in a process carries it);
 //! - in `proposal_received`, the code a kept reply proposed: it is in the candidate's folder
 //!   (`code_file`), written and synced with the reply before the record, and the line holds its
 //!   SHA-256 (`code_sha256`). A reply that could not be kept (no `reply`) keeps its code inline.
 //!
 //! `JournalRecord::to_json` is still the whole record (the JSON progress lines, the tests).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
@@ -32,7 +32,7 @@ const PLACED: [&str; 11] = [
     "evaluated",
     "candidate_finished",
 ];
-const PLACEMENT: [&str; 2] = ["parent", "round"];
+const PLACEMENT: [&str; 3] = ["parent", "round", "device"];
 
 /// The file in a candidate's folder that holds the code of its attempt (0: the proposal, N:
 /// refinement N).
@@ -65,7 +65,12 @@ impl KeptCode for NoKeptCode {
 }
 
 /// A candidate's placement as its lines said it last, by key.
-type Placements = HashMap<u64, [Option<Value>; 2]>;
+type Placements = BTreeMap<u64, [Option<Value>; 3]>;
+/// The most candidates whose placement the writer remembers: the newest, since a search works on
+/// its latest candidates. An older one's next line says its placement again, which a reader
+/// takes as it takes any line that says it, so the memory stays bounded on a run of 100,000
+/// candidates (issue 24) at the cost of a few bytes on the rare late line.
+const PLACEMENTS_REMEMBERED: usize = 4096;
 
 fn placed_candidate(object: &Map<String, Value>) -> Option<u64> {
     let kind = object.get("type")?.as_str()?;
@@ -94,6 +99,11 @@ impl LineWriter {
         }
         let placed = placed_candidate(&object);
         if let Some(candidate) = placed {
+            if self.placements.len() >= PLACEMENTS_REMEMBERED
+                && !self.placements.contains_key(&candidate)
+            {
+                self.placements.pop_first();
+            }
             let said = self.placements.entry(candidate).or_default();
             for (key, last) in PLACEMENT.iter().zip(said.iter_mut()) {
                 let Some(value) = object.get(*key) else {
@@ -174,6 +184,8 @@ impl LineReader {
             return Err(RecordError::NotJson("a JSON value that is not an object".into()).into());
         };
         if let Some(candidate) = placed_candidate(&object) {
+            // Never bounded, unlike the writer's: a journal's processes each wrote with a
+            // memory of their own, and a line may rely on any line before it in its process.
             let said = self.placements.entry(candidate).or_default();
             for (key, last) in PLACEMENT.iter().zip(said.iter_mut()) {
                 match object.get(*key) {
@@ -218,6 +230,7 @@ fn kept_code(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
     use std::time::SystemTime;
 
     use super::*;
@@ -386,5 +399,34 @@ mod tests {
                 .contains("changed after the run wrote it"),
             "{changed}"
         );
+    }
+
+    /// Issue 24: the writer remembers the placements of its newest candidates only, so that a
+    /// run of 100,000 holds no map of them all; a line of one it forgot says its placement
+    /// again, which a reader takes as it is.
+    #[test]
+    fn a_line_of_a_candidate_long_forgotten_says_its_placement_again() {
+        let started = |candidate: u64| {
+            record(Event::StepStarted {
+                candidate: CandidateId(candidate),
+                parent: Some(CandidateId(1)),
+                round: 2,
+                device: DeviceId(1),
+                step: Step::Verify,
+            })
+        };
+        let mut writer = LineWriter::default();
+        assert!(writer.line(&started(3)).get("parent").is_some());
+        assert!(
+            writer.line(&started(3)).get("parent").is_none(),
+            "said before"
+        );
+        for candidate in 4..4 + PLACEMENTS_REMEMBERED as u64 {
+            writer.line(&started(candidate));
+        }
+        assert!(writer.placements.len() <= PLACEMENTS_REMEMBERED);
+        let again = writer.line(&started(3));
+        assert_eq!(again["parent"], 1);
+        assert_eq!(again["round"], 2);
     }
 }

@@ -10,6 +10,7 @@ use actix::prelude::*;
 use crate::finale::{self, FinaleJob};
 use crate::journal::{Event, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
+use crate::search_state::SearchState;
 use crate::supervision::RunDone;
 
 use super::{Input, Manager, Stop, StopRun};
@@ -130,7 +131,10 @@ impl Manager {
             return;
         }
         if let Some(mut done) = self.done.take() {
-            done.search = Some(self.state.clone());
+            // Moved, not copied: a long run's state is the largest thing the process holds,
+            // and a handed-over Manager steps no more input.
+            let emptied = SearchState::new(self.settings.search_config());
+            done.search = Some(std::mem::replace(&mut self.state, emptied));
             self.death_notice.armed = false;
             self.supervisor.done.do_send(done);
         }

@@ -30,13 +30,14 @@ impl RunSummary {
                 duplicate_of,
                 ..
             } => {
+                // Needed no more once the candidate's fate is known: a long run holds none.
+                let last_evaluation = self.last_evaluations.remove(candidate);
                 let fate = match (passed, time_ms) {
                     (true, Some(time_ms)) => Fate::Verified { time_ms: *time_ms },
                     _ => {
                         let reason = reason
                             .clone()
                             .unwrap_or_else(|| "passed, but no time was recorded".into());
-                        let last_evaluation = self.last_evaluations.get(candidate).copied();
                         Fate::Failed {
                             kind: FailureKind::of(&reason, *duplicate_of, last_evaluation),
                             reason,

@@ -125,6 +125,9 @@ impl RunStore for MemoryStore {
     fn measure(&mut self) -> std::io::Result<u64> {
         Ok(1000 * self.journal.lock().unwrap().len() as u64)
     }
+    fn read_kept_reply(&mut self, _: CandidateId, _: &str) -> std::io::Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 struct Silent;
@@ -403,6 +406,10 @@ fn text_reply(text: String) -> LlmReply {
 }
 
 impl LlmProvider for ScriptedLlm {
+    fn kept_reply(&self, text: String) -> LlmReply {
+        text_reply(text)
+    }
+
     fn complete(
         self: Rc<Self>,
         request: LlmRequest,
@@ -615,17 +622,11 @@ fn run_recorded(scenario: Scenario) -> Ran {
         Resume {
             records,
             in_flight_at_two_deaths: history.in_flight_at_two_deaths,
-            resumed: Event::RunResumed {
-                previous_end: history.previous_end,
-                gap_s: 0.0,
-                in_flight: Vec::new(),
-                pending_requests: Vec::new(),
-                recovered: Vec::new(),
-                orphans_ended: 0,
-                torn_line: false,
-                forced_changes: Vec::new(),
-            },
-            recovered: HashMap::new(),
+            previous_end: history.previous_end,
+            gap_s: 0.0,
+            orphans_ended: 0,
+            torn_line: false,
+            forced_changes: Vec::new(),
         }
     });
     let milestones = Milestones::new();

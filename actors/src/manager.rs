@@ -12,12 +12,10 @@ mod resume;
 mod time_limit;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
-use std::time::SystemTime;
-
-use llm::Asked;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
+use std::time::SystemTime;
 
 use actix::prelude::*;
 
@@ -125,8 +123,13 @@ pub struct StopRun {
 enum Input {
     /// A record to journal and apply: a reply, an evaluation's end, a profile, a reference time.
     Record(Event),
-    /// An LLM request was answered; its files are kept before its record is written.
-    Replied(Asked, Result<LlmReply, LlmError>),
+    /// An LLM request was answered (`prompt`: the user message it was sent); its files are
+    /// kept before its record is written.
+    Replied {
+        request_id: String,
+        prompt: String,
+        answer: Result<LlmReply, LlmError>,
+    },
     /// A worker's mailbox closed during an evaluation: restart it, then try again.
     WorkerDied {
         evaluation: Evaluation,
@@ -253,82 +256,32 @@ impl Manager {
     fn carry_out(&mut self, decision: Decision, ctx: &mut Context<Self>) -> Option<Event> {
         match decision {
             Decision::Record(event) => self.record(event),
-            Decision::Evaluate(evaluation) => self.evaluate(evaluation, ctx),
+            Decision::Evaluate(evaluation) => return self.evaluate(evaluation, ctx),
             Decision::Profile {
                 parent,
                 device,
                 round,
-            } => self.profile(parent, device, round, ctx),
+            } => return self.profile(parent, device, round, ctx),
             Decision::RequestAnalysis {
                 request_id,
                 context,
-            } => {
-                let asked = |prompt: String| Asked::Analysis {
-                    parent: context.candidate,
-                    round: context.round,
-                    requested: context.num_bottlenecks,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
-                return self.ask(self.prompts.analysis(&context), asked, ctx);
-            }
+            } => return self.ask(request_id, self.prompts.analysis(&context), ctx),
             Decision::RequestProposal {
                 request_id,
                 context,
-            } => {
-                let asked = Asked::code(
-                    request_id,
-                    context.candidate,
-                    context.parent,
-                    context.round,
-                    0,
-                );
-                return self.ask(self.prompts.optimization(&context), asked, ctx);
-            }
+            } => return self.ask(request_id, self.prompts.optimization(&context), ctx),
             Decision::RequestRefinement {
                 request_id,
-                context: refinement,
-            } => {
-                let asked = Asked::code(
-                    request_id,
-                    refinement.candidate,
-                    refinement.parent,
-                    refinement.round,
-                    refinement.attempt,
-                );
-                return self.ask(self.prompts.refinement(&refinement), asked, ctx);
-            }
+                context,
+            } => return self.ask(request_id, self.prompts.refinement(&context), ctx),
             Decision::RequestSeed {
                 request_id,
-                context: seed,
-            } => {
-                let asked = Asked::code(
-                    request_id,
-                    seed.candidate,
-                    CandidateId::INITIAL,
-                    0,
-                    seed.attempt,
-                );
-                return self.ask(self.prompts.seed(&seed), asked, ctx);
-            }
+                context,
+            } => return self.ask(request_id, self.prompts.seed(&context), ctx),
             Decision::RequestReflexion {
                 request_id,
                 context,
-            } => {
-                let device = self
-                    .state
-                    .placement(context.candidate)
-                    .map_or(DeviceId(0), |(_, _, device)| device);
-                let asked = |prompt: String| Asked::Reflexion {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    device,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
-                return self.ask(self.prompts.reflexion(&context), asked, ctx);
-            }
+            } => return self.ask(request_id, self.prompts.reflexion(&context), ctx),
             Decision::TimeReferences { device } => self.time_references(device, ctx),
             Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged {
                 candidate: kernel.id,
@@ -410,7 +363,11 @@ impl Handler<Input> for Manager {
                 let event = self.with_device_seconds(event);
                 self.step(event, ctx)
             }
-            Input::Replied(asked, answer) => self.replied(asked, answer, ctx),
+            Input::Replied {
+                request_id,
+                prompt,
+                answer,
+            } => self.replied(request_id, prompt, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
             Input::DiskFull { candidate, reason } => {
                 self.supervisor.records_failed.do_send(RecordsFailed {

@@ -36,6 +36,14 @@ pub struct EvalJob {
     pub deadline: Duration,
 }
 
+/// What a device's evaluation of a candidate gave: its verification, and its timing when it
+/// passed.
+#[derive(Clone, Debug)]
+pub struct Evaluated {
+    pub verify: Result<VerifyOutcome, EvalError>,
+    pub time: Option<Result<TimeOutcome, EvalError>>,
+}
+
 /// Why an evaluation step did not produce a verdict or a time. Every variant costs only the
 /// candidate at hand: the adapter restarts whatever it needs before the next call.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

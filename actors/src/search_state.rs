@@ -22,6 +22,7 @@ mod pace;
 mod pacing;
 mod preparation;
 mod requests;
+mod results;
 mod resume;
 mod seeds;
 #[cfg(test)]
@@ -42,7 +43,8 @@ use candidates::{EvaluationResult, ProposalReply};
 use pace::Pace;
 use pacing::Pacer;
 use requests::Requests;
-pub use requests::{PendingRequest, exchange_files};
+pub use requests::{Exchange, PendingRequest, exchange_files};
+pub use results::{Answer, disk_full, lost_devices};
 pub use resume::TWICE_IN_FLIGHT;
 use seeds::Seeding;
 pub use seeds::{Generation, SeedsKept};

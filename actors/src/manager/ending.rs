@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use actix::prelude::*;
 
 use crate::finale::{self, FinaleJob};
+use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::supervision::RunDone;
@@ -28,9 +29,9 @@ impl Manager {
         if outcome != RunOutcome::Completed {
             self.cancel_requests(&reason, ctx);
         }
-        let (finale_device, skipped) = self.finale_device();
-        let reason = match (outcome, skipped) {
-            (RunOutcome::Completed, Some(skipped)) if best.is_some() => {
+        let finale_device = self.finale_device();
+        let reason = match (outcome, &finale_device) {
+            (RunOutcome::Completed, Err(skipped)) if best.is_some() => {
                 format!("{reason}; {skipped}")
             }
             _ => reason,
@@ -42,7 +43,7 @@ impl Manager {
             initial_ms: initial.as_ref().map(|k| k.time_ms),
             search: None,
         });
-        let (RunOutcome::Completed, Some(best), Some(initial), Some(device)) =
+        let (RunOutcome::Completed, Some(best), Some(initial), Ok((device, worker))) =
             (outcome, best, initial, finale_device)
         else {
             return;
@@ -70,7 +71,7 @@ impl Manager {
             beam,
             needs_profile: Box::new(move |id| profiling && !profiled.contains(&id)),
             device,
-            worker: self.peers.workers[&device].clone(),
+            worker,
             collector: self.peers.collector.clone(),
             deadline: self.settings.step_deadline,
             final_files: self.settings.final_files.clone(),
@@ -85,30 +86,18 @@ impl Manager {
         );
     }
 
-    /// The device the finale runs on: the first with nothing in flight (a run that reached
-    /// max_time may have evaluations still running). Or why there is no finale.
-    pub(super) fn finale_device(&self) -> (Option<DeviceId>, Option<&'static str>) {
+    /// The device the finale runs on and its worker (`SearchState::finale_device`), unless
+    /// max_time leaves no room for it or no worker serves that device: then why there is none.
+    fn finale_device(&self) -> Result<(DeviceId, Addr<GpuWorker>), String> {
         if let Some(why) = self.finale_would_overrun() {
-            return (None, Some(why));
+            return Err(why.into());
         }
-        let busy: BTreeSet<DeviceId> = self
-            .state
-            .in_flight()
-            .into_iter()
-            .filter_map(|id| self.state.placement(id).map(|(_, _, device)| device))
-            .collect();
-        match self
-            .settings
-            .devices
-            .iter()
-            .find(|d| !busy.contains(d) && self.state.is_in_service(**d))
-        {
-            Some(device) => (Some(*device), None),
-            None => (
-                None,
-                Some("the finale was skipped: every device was still evaluating"),
-            ),
-        }
+        let device = self.state.finale_device()?;
+        let worker =
+            self.peers.workers.get(&device).ok_or_else(|| {
+                format!("the finale was skipped: no worker serves device {device}")
+            })?;
+        Ok((device, worker.clone()))
     }
 
     /// Journals every request in flight as cancelled, saying why.

@@ -64,11 +64,11 @@ impl Handler<ResumeRun> for Manager {
             .pending_requests()
             .iter()
             .map(|request| {
-                let (candidate, name) = request.reply_file();
+                let exchange = request.exchange();
                 KeptReplyWanted {
                     request_id: request.request_id.clone(),
-                    candidate,
-                    name,
+                    candidate: exchange.candidate,
+                    name: exchange.reply,
                 }
             })
             .collect();

@@ -25,39 +25,22 @@ use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
-use crate::search::{Ensemble, Pacing, SearchSettings};
-use crate::search_state::{Decision, Evaluation, Generation, SearchConfig, SearchState};
-use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
+use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
+use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
 pub use crate::search_state::RECENT_LESSONS;
 pub use resume::{Resume, ResumeRun};
 
+/// What the Manager is started with: the search's own settings, and what only carrying it out
+/// needs.
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
-    pub search: SearchSettings,
-    pub pacing: Pacing,
-    pub devices: Vec<DeviceId>,
+    pub search: SearchConfig,
     /// The deadline of each verification or timing step (test_timeout_s).
     pub step_deadline: Duration,
-    /// Profile each kernel once, when it first becomes a parent.
-    pub profile_parents: bool,
-    /// Time PyTorch eager and torch.compile once per run (a platform that measures nothing,
-    /// noop, has no reference to give).
-    pub time_references: bool,
-    /// How many more attempts a candidate that failed verification gets (max_refinements).
-    pub max_refinements: u32,
-    /// End the run when the best kernel's profile puts it at the roofline (stop_at_roofline; off
-    /// by default, and off on ROCm, where the review kept it off).
-    pub stop_at_roofline: bool,
     /// The user's files staged beside the best kernel for the final check (problem.py, test.py).
     pub final_files: Vec<(String, String)>,
-    /// The provider's request rate, which bounds the proposals steady search keeps asked for.
-    pub requests_per_minute: Option<u32>,
-    /// The most reflexions in flight at once (`reflexions_in_flight_for`).
-    pub reflexions_in_flight: usize,
-    /// Seed kernels written from problem.py before the search (no input.py, or --generate).
-    pub generation: Option<Generation>,
     /// max_time, when the run has one.
     pub time_limit: Option<TimeLimit>,
     /// Whether an evaluation's "no space left on device" means the run directory's disk is
@@ -65,32 +48,12 @@ pub struct ManagerSettings {
     /// written does. False when they write only in a bounded scratch of their own (the
     /// sandbox, issue 19): there it is the candidate's own doing, and fails only it.
     pub evaluations_fill_the_disk: bool,
-    /// The models sharing the proposals, when the run has several (`models`).
-    pub ensemble: Ensemble,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
 /// worth less than proposals; past this they are dropped, not queued.
 pub fn reflexions_in_flight_for(devices: usize) -> usize {
     (2 * devices).max(8)
-}
-
-impl ManagerSettings {
-    pub fn search_config(&self) -> SearchConfig {
-        SearchConfig {
-            search: self.search,
-            pacing: self.pacing,
-            devices: self.devices.clone(),
-            profile_parents: self.profile_parents,
-            time_references: self.time_references,
-            max_refinements: self.max_refinements,
-            stop_at_roofline: self.stop_at_roofline,
-            requests_per_minute: self.requests_per_minute,
-            reflexions_in_flight: self.reflexions_in_flight,
-            generation: self.generation,
-            ensemble: self.ensemble.clone(),
-        }
-    }
 }
 
 /// Begin the run with its `run_started` record (the Supervisor journaled it).
@@ -152,23 +115,6 @@ enum Input {
     },
 }
 
-/// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
-/// panicking handler ends the actor silently otherwise, and the run would hang.
-struct DeathNotice {
-    supervisor: Recipient<ManagerDied>,
-    armed: bool,
-}
-
-impl Drop for DeathNotice {
-    fn drop(&mut self) {
-        if self.armed {
-            let message = crate::panic_note::latest()
-                .unwrap_or_else(|| "it stopped before the run was done".into());
-            self.supervisor.do_send(ManagerDied { message });
-        }
-    }
-}
-
 /// The actors the Manager hands work to: the device workers (a restarted one replaces its
 /// predecessor here), the LLM broker and the Collector.
 pub struct ManagerPeers {
@@ -207,11 +153,8 @@ impl Manager {
         prompts: Rc<dyn PromptBuilder>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let state = SearchState::new(settings.search_config());
-        let death_notice = DeathNotice {
-            supervisor: supervisor.died.clone(),
-            armed: true,
-        };
+        let state = SearchState::new(settings.search.clone());
+        let death_notice = DeathNotice::new(supervisor.died.clone());
         Manager {
             settings,
             state,

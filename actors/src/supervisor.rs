@@ -189,9 +189,11 @@ impl Actor for Supervisor {
         };
         let clock = io.clock.clone();
         let reports = ReportSettings {
-            every: match self.plan.manager.pacing {
+            every: match self.plan.manager.search.pacing {
                 Pacing::Rounds => None,
-                Pacing::Steady { .. } => Some(self.plan.manager.search.candidates_per_round()),
+                Pacing::Steady { .. } => {
+                    Some(self.plan.manager.search.search.candidates_per_round())
+                }
             },
             resume_command: Some(self.plan.resume_command.clone()),
         };
@@ -216,14 +218,14 @@ impl Actor for Supervisor {
             factory: ports.evaluators,
             profiler: ports.profiler.map(|backend| Profiler::new(backend).start()),
         };
-        for device in self.plan.manager.devices.clone() {
+        for device in self.plan.manager.search.devices.clone() {
             let worker = crew.start_worker(device, &self.plan, &self.stop);
             self.workers.insert(device, worker);
         }
         let broker = LlmBroker::new(
             ports.llm,
             self.plan.max_inflight,
-            self.plan.manager.reflexions_in_flight,
+            self.plan.manager.search.reflexions_in_flight,
         )
         .start();
         let me = ctx.address();

@@ -659,21 +659,23 @@ fn run_recorded(scenario: Scenario) -> Ran {
             sandbox: None,
         },
         manager: ManagerSettings {
-            search: scenario.search,
-            pacing: scenario.pacing,
-            devices,
+            search: SearchConfig {
+                search: scenario.search,
+                pacing: scenario.pacing,
+                devices,
+                profile_parents: false,
+                time_references: true,
+                max_refinements: scenario.max_refinements,
+                stop_at_roofline: false,
+                requests_per_minute: None,
+                reflexions_in_flight: 8,
+                generation: None,
+                ensemble: Ensemble::default(),
+            },
             step_deadline: Duration::from_secs(5),
-            profile_parents: false,
-            time_references: true,
-            max_refinements: scenario.max_refinements,
-            stop_at_roofline: false,
             final_files: Vec::new(),
-            requests_per_minute: None,
-            reflexions_in_flight: 8,
-            generation: None,
             time_limit: scenario.time_limit,
             evaluations_fill_the_disk: true,
-            ensemble: Ensemble::default(),
         },
         resume,
         max_inflight: scenario.max_inflight,
@@ -716,7 +718,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     });
     let interrupt_after = scenario.interrupt_after;
     let store_fault = scenario.store;
-    let search_config = plan.manager.search_config();
+    let search_config = plan.manager.search.clone();
     let result = actix::System::new().block_on(async move {
         let (sender, receiver) = oneshot::channel();
         let supervisor = Supervisor::new(io, ports, plan, sender).start();

@@ -9,7 +9,7 @@ use crate::gpu_worker::{Evaluate, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{AgentLoss, EvalJob, ProfileError, ProfileJob};
-use crate::search_state::{Evaluation, disk_full, lost_devices};
+use crate::search_state::{Evaluation, disk_full, lost_devices, profiled};
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
@@ -225,26 +225,7 @@ impl Manager {
         let me = ctx.address();
         ctx.spawn(
             async move {
-                let event = match work.await {
-                    Ok(profile) => Event::ProfileRecorded {
-                        candidate,
-                        device,
-                        bottleneck: profile.bottleneck,
-                        duration_ms: profile.duration_ms,
-                        analysis: profile.analysis,
-                        at_roofline: profile.at_roofline,
-                        details: profile.details,
-                    },
-                    Err(error) => Event::ProfileFailed {
-                        candidate,
-                        device,
-                        unavailable: matches!(error, ProfileError::Unavailable(_)),
-                        error: match error {
-                            ProfileError::Failed(e) | ProfileError::Unavailable(e) => e,
-                        },
-                    },
-                };
-                me.do_send(Input::Record(event));
+                me.do_send(Input::Record(profiled(candidate, device, work.await)));
             }
             .into_actor(self),
         );

@@ -3,14 +3,13 @@
 //! the requests in flight cancelled on a stop, and the run handed to the Supervisor once the
 //! finale is over and no reply is outstanding.
 
-use std::collections::BTreeSet;
-
 use actix::prelude::*;
 
 use crate::finale::{self, FinaleJob};
 use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
-use crate::model::{CandidateId, DeviceId, RankedKernel};
+use crate::model::{DeviceId, RankedKernel};
+use crate::search_state::FinaleKernels;
 use crate::supervision::RunDone;
 
 use super::{Input, Manager, Stop, StopRun};
@@ -48,28 +47,15 @@ impl Manager {
         else {
             return;
         };
-        // The best is the fastest verified kernel, which a round cut short by a limit has not
-        // given to the beam: it is checked again with the beam's members.
-        let mut beam = self.state.beam();
-        if beam.iter().all(|member| member.id != best.id) {
-            beam.insert(0, best);
-        }
-        let mut kernels = vec![(initial.id, initial.source)];
-        for member in &beam {
-            if kernels.iter().all(|(id, _)| *id != member.id) {
-                kernels.push((member.id, member.source.clone()));
-            }
-        }
-        let profiled: BTreeSet<CandidateId> = kernels
-            .iter()
-            .map(|(id, _)| *id)
-            .filter(|id| self.state.has_profile(*id))
-            .collect();
-        let profiling = self.state.profiling();
+        let FinaleKernels {
+            kernels,
+            beam,
+            unprofiled,
+        } = self.state.finale_kernels(best, initial);
         let job = FinaleJob {
             kernels,
             beam,
-            needs_profile: Box::new(move |id| profiling && !profiled.contains(&id)),
+            needs_profile: Box::new(move |id| unprofiled.contains(&id)),
             device,
             worker,
             collector: self.peers.collector.clone(),
@@ -110,7 +96,7 @@ impl Manager {
 
     /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
     pub(super) fn handed_over(&self) -> bool {
-        !self.death_notice.armed
+        !self.death_notice.armed()
     }
 
     /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
@@ -120,7 +106,7 @@ impl Manager {
         }
         if let Some(mut done) = self.done.take() {
             done.search = Some(self.state.clone());
-            self.death_notice.armed = false;
+            self.death_notice.disarm();
             self.supervisor.done.do_send(done);
         }
     }

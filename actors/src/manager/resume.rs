@@ -52,7 +52,7 @@ impl Handler<ResumeRun> for Manager {
         let resume = message.0;
         self.arm_time_limit(ctx);
         let (state, unjournaled) = SearchState::fold(
-            self.settings.search_config(),
+            self.settings.search.clone(),
             resume.records.iter().map(|record| &record.event),
         );
         self.state = state;

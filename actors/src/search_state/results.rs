@@ -7,9 +7,10 @@ use std::collections::BTreeSet;
 
 use crate::analysis::{parse_bottlenecks, parse_lesson};
 use crate::journal::{EvaluationOutcome, Event, ReplyFile, ReplyOutcome};
-use crate::model::{DeviceId, Verdict};
+use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel, Verdict};
 use crate::ports::{
-    EvalError, Evaluated, LlmError, LlmReply, LlmRequest, RenderedPrompt, RequestKind,
+    EvalError, Evaluated, LlmError, LlmReply, LlmRequest, ProfileError, ProfileSummary,
+    RenderedPrompt, RequestKind,
 };
 use crate::speed_of_light::percent_of_light;
 
@@ -141,6 +142,32 @@ impl SearchState {
         Some(event)
     }
 
+    /// What the finale checks again, from the search's best kernel and the initial one.
+    pub fn finale_kernels(&self, best: RankedKernel, initial: RankedKernel) -> FinaleKernels {
+        // The best is the fastest verified kernel, which a round cut short by a limit has not
+        // given to the beam: it is checked again with the beam's members.
+        let mut beam = self.beam();
+        if beam.iter().all(|member| member.id != best.id) {
+            beam.insert(0, best);
+        }
+        let mut kernels = vec![(initial.id, initial.source)];
+        for member in &beam {
+            if kernels.iter().all(|(id, _)| *id != member.id) {
+                kernels.push((member.id, member.source.clone()));
+            }
+        }
+        let unprofiled = kernels
+            .iter()
+            .map(|(id, _)| *id)
+            .filter(|id| self.profiling() && !self.has_profile(*id))
+            .collect();
+        FinaleKernels {
+            kernels,
+            beam,
+            unprofiled,
+        }
+    }
+
     /// The device the finale runs on: the first in service with nothing in flight (a run that
     /// reached max_time may have evaluations still running). Or why there is none.
     pub fn finale_device(&self) -> Result<DeviceId, &'static str> {
@@ -156,6 +183,43 @@ impl SearchState {
             .copied()
             .find(|device| !busy.contains(device) && self.is_in_service(*device))
             .ok_or("the finale was skipped: every device was still evaluating")
+    }
+}
+
+/// The kernels the finale checks again: the initial kernel first, then the final beam's
+/// members (the best among them, fastest first), and those of them a profile is still wanted
+/// for (none when profiling is off).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FinaleKernels {
+    pub kernels: Vec<(CandidateId, KernelSource)>,
+    pub beam: Vec<RankedKernel>,
+    pub unprofiled: BTreeSet<CandidateId>,
+}
+
+/// The record of a parent's profile on `device`: its summary, or why there is none.
+pub fn profiled(
+    candidate: CandidateId,
+    device: DeviceId,
+    profile: Result<ProfileSummary, ProfileError>,
+) -> Event {
+    match profile {
+        Ok(profile) => Event::ProfileRecorded {
+            candidate,
+            device,
+            bottleneck: profile.bottleneck,
+            duration_ms: profile.duration_ms,
+            analysis: profile.analysis,
+            at_roofline: profile.at_roofline,
+            details: profile.details,
+        },
+        Err(error) => Event::ProfileFailed {
+            candidate,
+            device,
+            unavailable: matches!(error, ProfileError::Unavailable(_)),
+            error: match error {
+                ProfileError::Failed(e) | ProfileError::Unavailable(e) => e,
+            },
+        },
     }
 }
 

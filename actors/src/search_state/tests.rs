@@ -1517,3 +1517,37 @@ fn the_finale_runs_on_the_first_device_in_service_with_nothing_in_flight() {
     two.apply(&verified(0, 0, 8.0));
     assert_eq!(two.finale_device(), Ok(DeviceId(0)));
 }
+
+#[test]
+fn the_finale_checks_the_initial_kernel_then_a_best_the_beam_lacks_then_the_beam() {
+    let mut state = SearchState::new(SearchConfig {
+        profile_parents: true,
+        ..one_proposal(0)
+    });
+    state.apply(&started("k0"));
+    state.apply(&verified(0, 0, 8.0));
+    let initial = state.best().expect("the initial kernel is the first beam");
+    let best = RankedKernel {
+        id: CandidateId(5),
+        source: KernelSource::new("k5"),
+        time_ms: 2.0,
+        launched_kernels: Vec::new(),
+    };
+    let finale = state.finale_kernels(best, initial.clone());
+    let ids = |kernels: &[(CandidateId, KernelSource)]| {
+        kernels.iter().map(|(id, _)| id.0).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&finale.kernels), [0, 5]);
+    assert_eq!(
+        finale.beam.iter().map(|k| k.id.0).collect::<Vec<_>>(),
+        [5, 0]
+    );
+    assert_eq!(
+        finale.unprofiled,
+        BTreeSet::from([CandidateId(0), CandidateId(5)])
+    );
+    let without_profiles =
+        SearchState::new(one_proposal(0)).finale_kernels(initial.clone(), initial);
+    assert_eq!(ids(&without_profiles.kernels), [0]);
+    assert!(without_profiles.unprofiled.is_empty(), "profiling is off");
+}

@@ -11,7 +11,7 @@ use actix::Actor;
 use actors::journal::{Event, History};
 use actors::manager::{ManagerSettings, Resume};
 use actors::ports::LlmProvider;
-use actors::search_state::{Generation, SeedsKept};
+use actors::search_state::{Generation, SearchConfig, SeedsKept};
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
@@ -423,32 +423,34 @@ pub(crate) fn execute(
         sandbox: (!simulated).then(|| sandbox_record(&settings, &preflight)),
     };
     let manager = ManagerSettings {
-        search,
-        pacing: settings.pacing(max_inflight),
-        // The devices the platform pinned: each worker's evaluator is made for its pin.
-        devices: platform.devices(),
-        step_deadline: settings.test_timeout(selected_platform.vendor()),
-        profile_parents: settings.profiler_enabled && !simulated,
-        time_references: !simulated,
-        stop_at_roofline: settings.stop_at_roofline,
-        final_files: final_files(&kernel.root),
-        max_refinements: settings.max_refinements,
-        requests_per_minute: match &settings.llm {
-            LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
-            LlmChoice::Replay { .. } => None,
-        },
-        reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
-        generation: kernel.initial.is_none().then_some(Generation {
-            num_seeds: settings.num_seeds,
-            kept: if settings.all_seeds {
-                SeedsKept::All
-            } else {
-                SeedsKept::First
+        search: SearchConfig {
+            search,
+            pacing: settings.pacing(max_inflight),
+            // The devices the platform pinned: each worker's evaluator is made for its pin.
+            devices: platform.devices(),
+            profile_parents: settings.profiler_enabled && !simulated,
+            time_references: !simulated,
+            stop_at_roofline: settings.stop_at_roofline,
+            max_refinements: settings.max_refinements,
+            requests_per_minute: match &settings.llm {
+                LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
+                LlmChoice::Replay { .. } => None,
             },
-        }),
+            reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
+            generation: kernel.initial.is_none().then_some(Generation {
+                num_seeds: settings.num_seeds,
+                kept: if settings.all_seeds {
+                    SeedsKept::All
+                } else {
+                    SeedsKept::First
+                },
+            }),
+            ensemble: settings.ensemble(),
+        },
+        step_deadline: settings.test_timeout(selected_platform.vendor()),
+        final_files: final_files(&kernel.root),
         time_limit: time_limit.clone(),
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
-        ensemble: settings.ensemble(),
     };
     let plan = RunPlan {
         started,

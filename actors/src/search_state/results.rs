@@ -72,11 +72,7 @@ impl SearchState {
                 device,
                 outcome,
                 truncated,
-                usage,
-                cost_usd,
-                error,
                 code,
-                reply: kept,
                 ..
             } => {
                 *code = reply
@@ -94,20 +90,12 @@ impl SearchState {
                         .map_or(DeviceId(0), |(_, _, d)| d)
                 };
                 *truncated = reply.is_some_and(|r| r.truncated);
-                *usage = reply.and_then(|r| r.usage);
-                *cost_usd = reply.and_then(|r| r.cost_usd);
-                *error = why;
-                *kept = file;
             }
             Event::AnalysisReceived {
                 requested,
                 returned,
                 bottlenecks,
                 outcome,
-                usage,
-                cost_usd,
-                error,
-                reply: kept,
                 ..
             } => {
                 *bottlenecks = reply
@@ -116,28 +104,41 @@ impl SearchState {
                 bottlenecks.truncate(*requested as usize);
                 *returned = bottlenecks.len() as u32;
                 *outcome = answered;
-                *usage = reply.and_then(|r| r.usage);
-                *cost_usd = reply.and_then(|r| r.cost_usd);
-                *error = why;
-                *kept = file;
             }
             Event::ReflexionReceived {
-                lesson,
-                outcome,
-                usage,
-                cost_usd,
-                error,
-                reply: kept,
-                ..
+                lesson, outcome, ..
             } => {
                 *lesson = reply.and_then(|r| parse_lesson(&r.text));
                 *outcome = answered;
-                *usage = reply.and_then(|r| r.usage);
-                *cost_usd = reply.and_then(|r| r.cost_usd);
-                *error = why;
-                *kept = file;
             }
             _ => return None,
+        }
+        if let Event::ProposalReceived {
+            usage,
+            cost_usd,
+            error,
+            reply: kept,
+            ..
+        }
+        | Event::AnalysisReceived {
+            usage,
+            cost_usd,
+            error,
+            reply: kept,
+            ..
+        }
+        | Event::ReflexionReceived {
+            usage,
+            cost_usd,
+            error,
+            reply: kept,
+            ..
+        } = &mut event
+        {
+            *usage = reply.and_then(|r| r.usage);
+            *cost_usd = reply.and_then(|r| r.cost_usd);
+            *error = why;
+            *kept = file;
         }
         Some(event)
     }

@@ -18,9 +18,9 @@ mod settings;
 mod window;
 
 pub use attempt::{ChatProvider, ProviderError, RetryCause, WireFormat};
-pub use code::extract_kernel_code;
+pub use code::{extract_kernel_code, kept_reply};
 pub use ensemble::{EnsembleLlm, Member};
-pub use http::{HttpProvider, HttpProviderError};
+pub use http::{HttpProvider, HttpProviderError, MAX_REPLY_BYTES};
 pub use limits::{
     Budget, BudgetRefusal, RateLimiter, RequestCost, Reservation, SpendTotals, TokenEstimator,
     UsageSource,

@@ -123,6 +123,11 @@ fn text_reply(text: &str) -> LlmReply {
 }
 
 impl LlmProvider for ReplayProvider {
+    /// A replayed reply keeps its file's code in a fenced block, which a kept one is read from.
+    fn kept_reply(&self, text: String) -> LlmReply {
+        crate::llm::kept_reply(text)
+    }
+
     fn complete(
         self: Rc<Self>,
         request: LlmRequest,

@@ -367,6 +367,15 @@ impl RunStore for RunDirectory {
     fn measure(&mut self) -> io::Result<u64> {
         caches::bytes_under(&self.root).map_err(|error| at(&self.root, error))
     }
+
+    fn read_kept_reply(&mut self, id: CandidateId, name: &str) -> io::Result<Option<String>> {
+        let path = self.candidate_folder(id).join(name);
+        match user_file::read_text(&path, crate::llm::MAX_REPLY_BYTES as u64) {
+            Ok(text) => Ok(Some(text)),
+            Err(error) if error.is_missing() => Ok(None),
+            Err(error) => Err(io::Error::other(error.to_string())),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -453,6 +453,32 @@ fn the_actors_crate_names_no_process_file_network_environment_or_clock_outside_i
     );
 }
 
+/// Issue 21: a resume is folded in one place. The commands pass the Manager plain facts and
+/// the records; they never fold the journal themselves nor extract code from a kept reply
+/// (the provider does, behind its port, once the run directory has read it).
+#[test]
+fn the_commands_fold_no_journal_and_extract_no_code() {
+    let src = root().join("src/commands");
+    let mut files = vec![root().join("src/commands.rs")];
+    rust_files(&src, &mut files);
+    let named: BTreeMap<String, Vec<&str>> = files
+        .iter()
+        .map(|file| {
+            let code = code_of(file);
+            let names = ["SearchState", "extract_kernel_code"]
+                .into_iter()
+                .filter(|name| code.contains(name))
+                .collect::<Vec<_>>();
+            (file.display().to_string(), names)
+        })
+        .filter(|(_, names)| !names.is_empty())
+        .collect();
+    assert!(
+        named.is_empty(),
+        "src/commands does what the Manager, the run directory or the provider do: {named:#?}"
+    );
+}
+
 /// The names of the enums declared in `code` whose variants include the unit variants
 /// `Nvidia` and `Rocm`: a vendor, written out once more.
 fn vendor_enums(code: &str) -> Vec<String> {

@@ -84,6 +84,21 @@ pub struct BestChanged {
     pub source: String,
 }
 
+/// A reply a resumed run looks for before it asks again: its request's id, and where it would
+/// be kept (the candidate's folder and the file's name).
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeptReplyWanted {
+    pub request_id: String,
+    pub candidate: CandidateId,
+    pub name: String,
+}
+
+/// Read the replies kept for requests a resumed run finds pending. Answers the text of each
+/// one kept, by request id; one that cannot be read is asked again.
+#[derive(Message)]
+#[rtype(result = "Vec<(String, String)>")]
+pub struct ReadKeptReplies(pub Vec<KeptReplyWanted>);
+
 /// A resumed run's records so far: the report, the progress shown and the run's end count them
 /// too. Nothing is written.
 #[derive(Message)]
@@ -136,6 +151,7 @@ enum Command {
     /// A candidate's caches, with when the Collector was told (the record's time).
     RemoveCaches(CandidateId, SystemTime),
     Seed(Vec<JournalRecord>),
+    ReadReplies(Vec<KeptReplyWanted>, oneshot::Sender<Vec<(String, String)>>),
     Folder(
         String,
         Vec<(String, String)>,
@@ -377,6 +393,24 @@ impl Writer<'_> {
                 }
                 self.progress.seed(&records);
             }
+            Command::ReadReplies(wanted, reply) => {
+                let kept = wanted
+                    .into_iter()
+                    .filter_map(|wanted| {
+                        match self.store.read_kept_reply(wanted.candidate, &wanted.name) {
+                            Ok(text) => text.map(|text| (wanted.request_id, text)),
+                            Err(error) => {
+                                tracing::warn!(
+                                    "the reply kept for request {} could not be read, so it is asked again: {error}",
+                                    wanted.request_id
+                                );
+                                None
+                            }
+                        }
+                    })
+                    .collect();
+                let _ = reply.send(kept);
+            }
             Command::Best(source) => {
                 let written = self.store.write_best_kernel(&source);
                 let _ = self.errors.note(written, "best_kernel.py", self.failed);
@@ -502,6 +536,17 @@ impl Handler<Seed> for Collector {
 
     fn handle(&mut self, message: Seed, _: &mut Context<Self>) {
         let _ = self.commands.send(Command::Seed(message.0));
+    }
+}
+
+impl Handler<ReadKeptReplies> for Collector {
+    type Result = ResponseFuture<Vec<(String, String)>>;
+
+    fn handle(&mut self, message: ReadKeptReplies, _: &mut Context<Self>) -> Self::Result {
+        let (reply, answer) = oneshot::channel();
+        let _ = self.commands.send(Command::ReadReplies(message.0, reply));
+        // Without the writer thread nothing was read: every request is asked again.
+        Box::pin(async move { answer.await.unwrap_or_default() })
     }
 }
 

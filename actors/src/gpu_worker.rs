@@ -12,6 +12,7 @@ use crate::journal::{Event, Step};
 use crate::model::{
     CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, Verdict, VerifyOutcome,
 };
+pub use crate::ports::Evaluated;
 use crate::ports::{
     DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, EvaluatorStart, ProfileError,
     ProfileJob, ProfileSummary, UserTestOutcome,
@@ -26,12 +27,6 @@ pub struct Evaluate {
     pub job: EvalJob,
     pub parent: Option<CandidateId>,
     pub round: u32,
-}
-
-#[derive(Clone, Debug)]
-pub struct Evaluated {
-    pub verify: Result<VerifyOutcome, EvalError>,
-    pub time: Option<Result<TimeOutcome, EvalError>>,
 }
 
 /// Profile a kernel on this worker's device, holding the device for the whole profile.

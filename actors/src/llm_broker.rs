@@ -14,6 +14,12 @@ use crate::ports::{LlmError, LlmProvider, LlmReply, LlmRequest, RequestKind};
 #[rtype(result = "Result<LlmReply, LlmError>")]
 pub struct Propose(pub LlmRequest);
 
+/// The replies kept replies' texts stand for, in order (`LlmProvider::kept_reply`): a resumed
+/// run's answers to requests the process that died had sent.
+#[derive(Message)]
+#[rtype(result = "Vec<LlmReply>")]
+pub struct KeptReplies(pub Vec<String>);
+
 /// Refuse new requests and stop; answered once the broker is closed. Requests in flight are
 /// dropped with it: the run is over.
 #[derive(Message)]
@@ -65,6 +71,20 @@ impl Handler<Propose> for LlmBroker {
                 .map_err(|_| LlmError::Failed("the broker is closed".into()))?;
             provider.complete(message.0).await
         })
+    }
+}
+
+impl Handler<KeptReplies> for LlmBroker {
+    type Result = MessageResult<KeptReplies>;
+
+    fn handle(&mut self, message: KeptReplies, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(
+            message
+                .0
+                .into_iter()
+                .map(|text| self.provider.kept_reply(text))
+                .collect(),
+        )
     }
 }
 

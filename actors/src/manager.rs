@@ -12,12 +12,10 @@ mod resume;
 mod time_limit;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
-use std::time::SystemTime;
-
-use llm::Asked;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
+use std::time::SystemTime;
 
 use actix::prelude::*;
 
@@ -27,39 +25,22 @@ use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
-use crate::search::{Ensemble, Pacing, SearchSettings};
-use crate::search_state::{Decision, Evaluation, Generation, SearchConfig, SearchState};
-use crate::supervision::{ManagerDied, RunDone, SupervisorLink};
+use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
+use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
 pub use crate::search_state::RECENT_LESSONS;
 pub use resume::{Resume, ResumeRun};
 
+/// What the Manager is started with: the search's own settings, and what only carrying it out
+/// needs.
 #[derive(Clone, Debug)]
 pub struct ManagerSettings {
-    pub search: SearchSettings,
-    pub pacing: Pacing,
-    pub devices: Vec<DeviceId>,
+    pub search: SearchConfig,
     /// The deadline of each verification or timing step (test_timeout_s).
     pub step_deadline: Duration,
-    /// Profile each kernel once, when it first becomes a parent.
-    pub profile_parents: bool,
-    /// Time PyTorch eager and torch.compile once per run (a platform that measures nothing,
-    /// noop, has no reference to give).
-    pub time_references: bool,
-    /// How many more attempts a candidate that failed verification gets (max_refinements).
-    pub max_refinements: u32,
-    /// End the run when the best kernel's profile puts it at the roofline (stop_at_roofline; off
-    /// by default, and off on ROCm, where the review kept it off).
-    pub stop_at_roofline: bool,
     /// The user's files staged beside the best kernel for the final check (problem.py, test.py).
     pub final_files: Vec<(String, String)>,
-    /// The provider's request rate, which bounds the proposals steady search keeps asked for.
-    pub requests_per_minute: Option<u32>,
-    /// The most reflexions in flight at once (`reflexions_in_flight_for`).
-    pub reflexions_in_flight: usize,
-    /// Seed kernels written from problem.py before the search (no input.py, or --generate).
-    pub generation: Option<Generation>,
     /// max_time, when the run has one.
     pub time_limit: Option<TimeLimit>,
     /// Whether an evaluation's "no space left on device" means the run directory's disk is
@@ -67,32 +48,12 @@ pub struct ManagerSettings {
     /// written does. False when they write only in a bounded scratch of their own (the
     /// sandbox, issue 19): there it is the candidate's own doing, and fails only it.
     pub evaluations_fill_the_disk: bool,
-    /// The models sharing the proposals, when the run has several (`models`).
-    pub ensemble: Ensemble,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
 /// worth less than proposals; past this they are dropped, not queued.
 pub fn reflexions_in_flight_for(devices: usize) -> usize {
     (2 * devices).max(8)
-}
-
-impl ManagerSettings {
-    pub fn search_config(&self) -> SearchConfig {
-        SearchConfig {
-            search: self.search,
-            pacing: self.pacing,
-            devices: self.devices.clone(),
-            profile_parents: self.profile_parents,
-            time_references: self.time_references,
-            max_refinements: self.max_refinements,
-            stop_at_roofline: self.stop_at_roofline,
-            requests_per_minute: self.requests_per_minute,
-            reflexions_in_flight: self.reflexions_in_flight,
-            generation: self.generation,
-            ensemble: self.ensemble.clone(),
-        }
-    }
 }
 
 /// Begin the run with its `run_started` record (the Supervisor journaled it).
@@ -125,8 +86,13 @@ pub struct StopRun {
 enum Input {
     /// A record to journal and apply: a reply, an evaluation's end, a profile, a reference time.
     Record(Event),
-    /// An LLM request was answered; its files are kept before its record is written.
-    Replied(Asked, Result<LlmReply, LlmError>),
+    /// An LLM request was answered (`prompt`: the user message it was sent); its files are
+    /// kept before its record is written.
+    Replied {
+        request_id: String,
+        prompt: String,
+        answer: Result<LlmReply, LlmError>,
+    },
     /// A worker's mailbox closed during an evaluation: restart it, then try again.
     WorkerDied {
         evaluation: Evaluation,
@@ -147,23 +113,6 @@ enum Input {
         candidate: CandidateId,
         reason: String,
     },
-}
-
-/// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
-/// panicking handler ends the actor silently otherwise, and the run would hang.
-struct DeathNotice {
-    supervisor: Recipient<ManagerDied>,
-    armed: bool,
-}
-
-impl Drop for DeathNotice {
-    fn drop(&mut self) {
-        if self.armed {
-            let message = crate::panic_note::latest()
-                .unwrap_or_else(|| "it stopped before the run was done".into());
-            self.supervisor.do_send(ManagerDied { message });
-        }
-    }
 }
 
 /// The actors the Manager hands work to: the device workers (a restarted one replaces its
@@ -204,11 +153,8 @@ impl Manager {
         prompts: Rc<dyn PromptBuilder>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        let state = SearchState::new(settings.search_config());
-        let death_notice = DeathNotice {
-            supervisor: supervisor.died.clone(),
-            armed: true,
-        };
+        let state = SearchState::new(settings.search.clone());
+        let death_notice = DeathNotice::new(supervisor.died.clone());
         Manager {
             settings,
             state,
@@ -253,82 +199,32 @@ impl Manager {
     fn carry_out(&mut self, decision: Decision, ctx: &mut Context<Self>) -> Option<Event> {
         match decision {
             Decision::Record(event) => self.record(event),
-            Decision::Evaluate(evaluation) => self.evaluate(evaluation, ctx),
+            Decision::Evaluate(evaluation) => return self.evaluate(evaluation, ctx),
             Decision::Profile {
                 parent,
                 device,
                 round,
-            } => self.profile(parent, device, round, ctx),
+            } => return self.profile(parent, device, round, ctx),
             Decision::RequestAnalysis {
                 request_id,
                 context,
-            } => {
-                let asked = |prompt: String| Asked::Analysis {
-                    parent: context.candidate,
-                    round: context.round,
-                    requested: context.num_bottlenecks,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
-                return self.ask(self.prompts.analysis(&context), asked, ctx);
-            }
+            } => return self.ask(request_id, self.prompts.analysis(&context), ctx),
             Decision::RequestProposal {
                 request_id,
                 context,
-            } => {
-                let asked = Asked::code(
-                    request_id,
-                    context.candidate,
-                    context.parent,
-                    context.round,
-                    0,
-                );
-                return self.ask(self.prompts.optimization(&context), asked, ctx);
-            }
+            } => return self.ask(request_id, self.prompts.optimization(&context), ctx),
             Decision::RequestRefinement {
                 request_id,
-                context: refinement,
-            } => {
-                let asked = Asked::code(
-                    request_id,
-                    refinement.candidate,
-                    refinement.parent,
-                    refinement.round,
-                    refinement.attempt,
-                );
-                return self.ask(self.prompts.refinement(&refinement), asked, ctx);
-            }
+                context,
+            } => return self.ask(request_id, self.prompts.refinement(&context), ctx),
             Decision::RequestSeed {
                 request_id,
-                context: seed,
-            } => {
-                let asked = Asked::code(
-                    request_id,
-                    seed.candidate,
-                    CandidateId::INITIAL,
-                    0,
-                    seed.attempt,
-                );
-                return self.ask(self.prompts.seed(&seed), asked, ctx);
-            }
+                context,
+            } => return self.ask(request_id, self.prompts.seed(&context), ctx),
             Decision::RequestReflexion {
                 request_id,
                 context,
-            } => {
-                let device = self
-                    .state
-                    .placement(context.candidate)
-                    .map_or(DeviceId(0), |(_, _, device)| device);
-                let asked = |prompt: String| Asked::Reflexion {
-                    candidate: context.candidate,
-                    parent: context.parent,
-                    round: context.round,
-                    device,
-                    request_id: request_id.clone(),
-                    prompt,
-                };
-                return self.ask(self.prompts.reflexion(&context), asked, ctx);
-            }
+            } => return self.ask(request_id, self.prompts.reflexion(&context), ctx),
             Decision::TimeReferences { device } => self.time_references(device, ctx),
             Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged {
                 candidate: kernel.id,
@@ -410,7 +306,11 @@ impl Handler<Input> for Manager {
                 let event = self.with_device_seconds(event);
                 self.step(event, ctx)
             }
-            Input::Replied(asked, answer) => self.replied(asked, answer, ctx),
+            Input::Replied {
+                request_id,
+                prompt,
+                answer,
+            } => self.replied(request_id, prompt, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
             Input::DiskFull { candidate, reason } => {
                 self.supervisor.records_failed.do_send(RecordsFailed {

@@ -36,6 +36,14 @@ pub struct EvalJob {
     pub deadline: Duration,
 }
 
+/// What a device's evaluation of a candidate gave: its verification, and its timing when it
+/// passed.
+#[derive(Clone, Debug)]
+pub struct Evaluated {
+    pub verify: Result<VerifyOutcome, EvalError>,
+    pub time: Option<Result<TimeOutcome, EvalError>>,
+}
+
 /// Why an evaluation step did not produce a verdict or a time. Every variant costs only the
 /// candidate at hand: the adapter restarts whatever it needs before the next call.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -220,6 +228,9 @@ pub trait LlmProvider {
         self: Rc<Self>,
         request: LlmRequest,
     ) -> LocalFuture<'static, Result<LlmReply, LlmError>>;
+    /// The reply a kept reply's text stands for, its code found as in a fresh reply's: a
+    /// resumed run takes it instead of asking again (the process that died had paid for it).
+    fn kept_reply(&self, text: String) -> LlmReply;
 }
 
 /// PyTorch's own times for the problem, measured the same way as the candidates' when the
@@ -389,6 +400,9 @@ pub trait RunStore: Send {
     fn remove_candidate_caches(&mut self, id: CandidateId) -> io::Result<RemovedCaches>;
     /// The bytes the run directory holds, every file counted.
     fn measure(&mut self) -> io::Result<u64>;
+    /// The text of the reply kept in a candidate's folder under `name` (as `exchange_files`
+    /// names it), `None` where none was kept: a reply file is written whole or not at all.
+    fn read_kept_reply(&mut self, id: CandidateId, name: &str) -> io::Result<Option<String>>;
 }
 
 /// What `RunStore::remove_candidate_caches` removed: paths relative to the run directory, and

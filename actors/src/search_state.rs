@@ -22,6 +22,7 @@ mod pace;
 mod pacing;
 mod preparation;
 mod requests;
+mod results;
 mod resume;
 mod seeds;
 #[cfg(test)]
@@ -42,7 +43,8 @@ use candidates::{EvaluationResult, ProposalReply};
 use pace::Pace;
 use pacing::Pacer;
 use requests::Requests;
-pub use requests::{PendingRequest, exchange_files};
+pub use requests::{Exchange, PendingRequest, exchange_files};
+pub use results::{Answer, FinaleKernels, disk_full, lost_devices, profiled};
 pub use resume::TWICE_IN_FLIGHT;
 use seeds::Seeding;
 pub use seeds::{Generation, SeedsKept};
@@ -58,11 +60,13 @@ pub struct SearchConfig {
     pub devices: Vec<DeviceId>,
     /// Profile each kernel once, when it first becomes a parent.
     pub profile_parents: bool,
-    /// Time PyTorch eager and torch.compile once per run.
+    /// Time PyTorch eager and torch.compile once per run (a platform that measures nothing,
+    /// noop, has no reference to give).
     pub time_references: bool,
     /// How many more attempts a candidate that failed verification gets.
     pub max_refinements: u32,
-    /// End the run when the best kernel's profile puts it at its roofline.
+    /// End the run when the best kernel's profile puts it at its roofline (stop_at_roofline;
+    /// off by default, and off on ROCm, where the review kept it off).
     pub stop_at_roofline: bool,
     /// The provider's request rate, which bounds the proposals steady search keeps asked for.
     pub requests_per_minute: Option<u32>,

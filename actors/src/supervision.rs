@@ -36,6 +36,41 @@ pub struct ManagerDied {
     pub message: String,
 }
 
+/// Tells the Supervisor that the Manager died if it is dropped before the run was done: a
+/// panicking handler ends the actor silently otherwise, and the run would hang.
+pub struct DeathNotice {
+    supervisor: Recipient<ManagerDied>,
+    armed: bool,
+}
+
+impl DeathNotice {
+    pub fn new(supervisor: Recipient<ManagerDied>) -> Self {
+        DeathNotice {
+            supervisor,
+            armed: true,
+        }
+    }
+
+    /// The run's end went to the Supervisor: nothing is said when the Manager goes.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    pub fn armed(&self) -> bool {
+        self.armed
+    }
+}
+
+impl Drop for DeathNotice {
+    fn drop(&mut self) {
+        if self.armed {
+            let message = crate::panic_note::latest()
+                .unwrap_or_else(|| "it stopped before the run was done".into());
+            self.supervisor.do_send(ManagerDied { message });
+        }
+    }
+}
+
 /// The Supervisor as the Manager sees it: where each of its messages goes.
 #[derive(Clone)]
 pub struct SupervisorLink {

@@ -92,8 +92,6 @@ pub struct Interrupt {
 pub struct Supervisor {
     plan: RunPlan,
     stage: Stage,
-    workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
-    restarts: BTreeMap<DeviceId, u32>,
     stop: watch::Sender<bool>,
     interrupts: u32,
     shutting_down: bool,
@@ -115,6 +113,9 @@ enum Stage {
 /// The actors of a started run.
 struct Running {
     crew: Crew,
+    /// Each device's worker (a restarted one replaces its predecessor), and its restarts.
+    workers: BTreeMap<DeviceId, Addr<GpuWorker>>,
+    restarts: BTreeMap<DeviceId, u32>,
     manager: Addr<Manager>,
     broker: Addr<LlmBroker>,
     /// `run`'s caller, answered once by the shutdown.
@@ -161,8 +162,6 @@ impl Supervisor {
         Supervisor {
             plan,
             stage: Stage::Starting { io, ports, result },
-            workers: BTreeMap::new(),
-            restarts: BTreeMap::new(),
             stop,
             interrupts: 0,
             shutting_down: false,
@@ -189,9 +188,11 @@ impl Actor for Supervisor {
         };
         let clock = io.clock.clone();
         let reports = ReportSettings {
-            every: match self.plan.manager.pacing {
+            every: match self.plan.manager.search.pacing {
                 Pacing::Rounds => None,
-                Pacing::Steady { .. } => Some(self.plan.manager.search.candidates_per_round()),
+                Pacing::Steady { .. } => {
+                    Some(self.plan.manager.search.search.candidates_per_round())
+                }
             },
             resume_command: Some(self.plan.resume_command.clone()),
         };
@@ -216,14 +217,21 @@ impl Actor for Supervisor {
             factory: ports.evaluators,
             profiler: ports.profiler.map(|backend| Profiler::new(backend).start()),
         };
-        for device in self.plan.manager.devices.clone() {
-            let worker = crew.start_worker(device, &self.plan, &self.stop);
-            self.workers.insert(device, worker);
-        }
+        let workers: BTreeMap<DeviceId, Addr<GpuWorker>> = self
+            .plan
+            .manager
+            .search
+            .devices
+            .iter()
+            .map(|device| {
+                let worker = crew.start_worker(*device, &self.plan, &self.stop);
+                (*device, worker)
+            })
+            .collect();
         let broker = LlmBroker::new(
             ports.llm,
             self.plan.max_inflight,
-            self.plan.manager.reflexions_in_flight,
+            self.plan.manager.search.reflexions_in_flight,
         )
         .start();
         let me = ctx.address();
@@ -235,7 +243,7 @@ impl Actor for Supervisor {
             evaluators: crew.factory.clone(),
         };
         let peers = ManagerPeers {
-            workers: self.workers.clone(),
+            workers: workers.clone(),
             broker: broker.clone(),
             collector,
         };
@@ -255,6 +263,8 @@ impl Actor for Supervisor {
         }
         self.stage = Stage::Running(Box::new(Running {
             crew,
+            workers,
+            restarts: BTreeMap::new(),
             manager,
             broker,
             result: Some(result),
@@ -266,7 +276,10 @@ impl Handler<RestartWorker> for Supervisor {
     type Result = Result<Addr<GpuWorker>, String>;
 
     fn handle(&mut self, message: RestartWorker, _: &mut Context<Self>) -> Self::Result {
-        let current = self
+        let Stage::Running(running) = &mut self.stage else {
+            return Err("the run has not started".into());
+        };
+        let current = running
             .workers
             .get(&message.device)
             .cloned()
@@ -277,10 +290,7 @@ impl Handler<RestartWorker> for Supervisor {
         if self.shutting_down {
             return Err("the run is shutting down".into());
         }
-        let Stage::Running(running) = &self.stage else {
-            return Err("the run has not started".into());
-        };
-        let restarts = self.restarts.entry(message.device).or_insert(0);
+        let restarts = running.restarts.entry(message.device).or_insert(0);
         if *restarts >= self.plan.restart_budget {
             return Err(format!(
                 "the worker of device {} died and its restart budget ({}) is spent",
@@ -299,7 +309,7 @@ impl Handler<RestartWorker> for Supervisor {
                 device: message.device,
                 restarts,
             }));
-        self.workers.insert(message.device, worker.clone());
+        running.workers.insert(message.device, worker.clone());
         Ok(worker)
     }
 }
@@ -328,10 +338,10 @@ impl Supervisor {
     fn shut_down(&mut self, done: RunDone) -> ResponseActFuture<Self, ()> {
         self.shutting_down = true;
         let _ = self.stop.send(true);
-        let workers: Vec<Addr<GpuWorker>> = self.workers.values().cloned().collect();
         let Stage::Running(running) = &mut self.stage else {
             return Box::pin(actix::fut::ready(()).map(|(), _, _| System::current().stop()));
         };
+        let workers: Vec<Addr<GpuWorker>> = running.workers.values().cloned().collect();
         let watchdog = running.crew.watchdog.clone();
         let collector = running.crew.collector.clone();
         let result = running.result.take();

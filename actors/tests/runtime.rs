@@ -125,6 +125,9 @@ impl RunStore for MemoryStore {
     fn measure(&mut self) -> std::io::Result<u64> {
         Ok(1000 * self.journal.lock().unwrap().len() as u64)
     }
+    fn read_kept_reply(&mut self, _: CandidateId, _: &str) -> std::io::Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 struct Silent;
@@ -403,6 +406,10 @@ fn text_reply(text: String) -> LlmReply {
 }
 
 impl LlmProvider for ScriptedLlm {
+    fn kept_reply(&self, text: String) -> LlmReply {
+        text_reply(text)
+    }
+
     fn complete(
         self: Rc<Self>,
         request: LlmRequest,
@@ -615,17 +622,11 @@ fn run_recorded(scenario: Scenario) -> Ran {
         Resume {
             records,
             in_flight_at_two_deaths: history.in_flight_at_two_deaths,
-            resumed: Event::RunResumed {
-                previous_end: history.previous_end,
-                gap_s: 0.0,
-                in_flight: Vec::new(),
-                pending_requests: Vec::new(),
-                recovered: Vec::new(),
-                orphans_ended: 0,
-                torn_line: false,
-                forced_changes: Vec::new(),
-            },
-            recovered: HashMap::new(),
+            previous_end: history.previous_end,
+            gap_s: 0.0,
+            orphans_ended: 0,
+            torn_line: false,
+            forced_changes: Vec::new(),
         }
     });
     let milestones = Milestones::new();
@@ -658,21 +659,23 @@ fn run_recorded(scenario: Scenario) -> Ran {
             sandbox: None,
         },
         manager: ManagerSettings {
-            search: scenario.search,
-            pacing: scenario.pacing,
-            devices,
+            search: SearchConfig {
+                search: scenario.search,
+                pacing: scenario.pacing,
+                devices,
+                profile_parents: false,
+                time_references: true,
+                max_refinements: scenario.max_refinements,
+                stop_at_roofline: false,
+                requests_per_minute: None,
+                reflexions_in_flight: 8,
+                generation: None,
+                ensemble: Ensemble::default(),
+            },
             step_deadline: Duration::from_secs(5),
-            profile_parents: false,
-            time_references: true,
-            max_refinements: scenario.max_refinements,
-            stop_at_roofline: false,
             final_files: Vec::new(),
-            requests_per_minute: None,
-            reflexions_in_flight: 8,
-            generation: None,
             time_limit: scenario.time_limit,
             evaluations_fill_the_disk: true,
-            ensemble: Ensemble::default(),
         },
         resume,
         max_inflight: scenario.max_inflight,
@@ -715,7 +718,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
     });
     let interrupt_after = scenario.interrupt_after;
     let store_fault = scenario.store;
-    let search_config = plan.manager.search_config();
+    let search_config = plan.manager.search.clone();
     let result = actix::System::new().block_on(async move {
         let (sender, receiver) = oneshot::channel();
         let supervisor = Supervisor::new(io, ports, plan, sender).start();

@@ -12,6 +12,7 @@ use actors::journal::{
     DeviceDescription, Event, JournalRecord, MAX_LINE_BYTES, OLDEST_RESUMABLE_VERSION,
     SCHEMA_VERSION, TornLine, history, read_journal,
 };
+use actors::manager::Resume;
 
 use crate::cli::ResumeArgs;
 use crate::console;
@@ -19,7 +20,7 @@ use crate::run_dir::{RunDirectory, RunFiles};
 use crate::user_file::open_regular;
 
 use super::CommandError;
-use super::run::{Continuation, KernelFingerprint, Launch, RecordedRun, execute, settings_changes};
+use super::run::{KernelFingerprint, Launch, RecordedRun, execute, settings_changes};
 
 /// The journal's whole records, and its torn last line if the process died writing it.
 fn read_records(root: &Path) -> Result<(Vec<JournalRecord>, Option<TornLine>, u64), CommandError> {
@@ -184,16 +185,6 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
             + " ago",
         humantime::format_duration(std::time::Duration::from_secs(history.time_spent.as_secs())),
     ));
-    let resumed = Event::RunResumed {
-        previous_end: history.previous_end.clone(),
-        gap_s,
-        in_flight: Vec::new(),
-        pending_requests: Vec::new(),
-        recovered: Vec::new(),
-        orphans_ended,
-        torn_line: torn.is_some(),
-        forced_changes: changes,
-    };
     let run_dir = match RunDirectory::reopen(&root, whole_bytes, lock) {
         Ok(run_dir) => run_dir,
         Err(error) => return Err(launch.abandon(error.into())),
@@ -202,10 +193,14 @@ pub(super) fn resume(args: ResumeArgs) -> Result<i32, CommandError> {
         launch,
         run_dir,
         args.json,
-        Some(Continuation {
+        Some(Resume {
             records,
-            history,
-            resumed,
+            in_flight_at_two_deaths: history.in_flight_at_two_deaths,
+            previous_end: history.previous_end,
+            gap_s,
+            orphans_ended,
+            torn_line: torn.is_some(),
+            forced_changes: changes,
         }),
     )
 }

@@ -16,7 +16,7 @@ use crate::run_dir::RunDirectory;
 use super::CommandError;
 
 pub(super) use all::read_run;
-pub(super) use execute::{Continuation, Launch, execute};
+pub(super) use execute::{Launch, execute};
 pub(super) use invocation::{Invocation, KernelFingerprint, RecordedRun, settings_changes};
 
 pub(super) fn run(args: RunArgs) -> Result<i32, CommandError> {

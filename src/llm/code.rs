@@ -1,5 +1,20 @@
 //! Finds the kernel in a model's answer.
 
+use actors::model::KernelSource;
+use actors::ports::LlmReply;
+
+/// The reply a kept reply's text stands for (`LlmProvider::kept_reply`): its code found as in
+/// any answer, its accounting left to the process that paid for it.
+pub fn kept_reply(text: String) -> LlmReply {
+    LlmReply {
+        code: extract_kernel_code(&text).map(KernelSource::new),
+        text,
+        truncated: false,
+        usage: None,
+        cost_usd: None,
+    }
+}
+
 /// The Python code block that defines `kernel_function`: the last such block when the answer
 /// has several (models often show a draft before the final version). Blocks fenced as
 /// ```python, ```py, ```python3 or bare ``` count; a block left open (an answer cut at

@@ -53,6 +53,10 @@ impl EnsembleLlm {
 }
 
 impl LlmProvider for EnsembleLlm {
+    fn kept_reply(&self, text: String) -> LlmReply {
+        super::kept_reply(text)
+    }
+
     fn complete(
         self: Rc<Self>,
         request: LlmRequest,
@@ -85,6 +89,10 @@ mod tests {
     }
 
     impl LlmProvider for Fixed {
+        fn kept_reply(&self, text: String) -> LlmReply {
+            crate::llm::kept_reply(text)
+        }
+
         fn complete(
             self: Rc<Self>,
             _: LlmRequest,

@@ -14,7 +14,7 @@ use super::settings::{LlmSettings, Provider};
 /// The most of a reply's body that is read. The largest answer a model can give (128k output
 /// tokens, thinking included, at a few bytes a token, JSON-escaped) stays far below it; a server
 /// that sends more is broken, and reading it whole could exhaust memory.
-const MAX_REPLY_BYTES: usize = 32 * 1024 * 1024;
+pub const MAX_REPLY_BYTES: usize = 32 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HttpProviderError {

@@ -51,6 +51,10 @@ impl HttpLlm {
 }
 
 impl LlmProvider for HttpLlm {
+    fn kept_reply(&self, text: String) -> LlmReply {
+        super::kept_reply(text)
+    }
+
     fn complete(
         self: Rc<Self>,
         request: LlmRequest,

@@ -5,20 +5,28 @@
 use actix::prelude::*;
 
 use crate::collector::PrepareCandidate;
-use crate::gpu_worker::{Evaluate, Evaluated, GpuWorker, Profile, TimeReferences};
+use crate::gpu_worker::{Evaluate, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
-use crate::model::{DeviceId, RankedKernel, Verdict};
-use crate::ports::{AgentLoss, EvalError, EvalJob, ProfileError, ProfileJob};
-use crate::search_state::Evaluation;
-use crate::speed_of_light::percent_of_light;
+use crate::model::{DeviceId, RankedKernel};
+use crate::ports::{AgentLoss, EvalJob, ProfileError, ProfileJob};
+use crate::search_state::{Evaluation, disk_full, lost_devices, profiled};
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
 
 impl Manager {
     /// Writes the code evaluated as the candidate's kernel.py (its attempt's own file was kept
-    /// with the reply that proposed it), then hands it to its device.
-    pub(super) fn evaluate(&mut self, evaluation: Evaluation, ctx: &mut Context<Self>) {
+    /// with the reply that proposed it), then hands it to its device. A device no worker
+    /// serves fails the attempt at once, by the record returned.
+    pub(super) fn evaluate(
+        &mut self,
+        evaluation: Evaluation,
+        ctx: &mut Context<Self>,
+    ) -> Option<Event> {
+        let Some(worker) = self.worker(evaluation.device) else {
+            let reason = format!("no worker serves device {}", evaluation.device);
+            return Some(evaluation.record(Err((EvaluationOutcome::Failed, reason))));
+        };
         let files = vec![(
             "kernel.py".to_string(),
             evaluation.source.text().to_string(),
@@ -26,7 +34,6 @@ impl Manager {
         self.dispatched_at
             .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
         let collector = self.peers.collector.clone();
-        let worker = self.peers.workers[&evaluation.device].clone();
         let deadline = self.settings.step_deadline;
         let job_of = evaluation.clone();
         let work = async move {
@@ -55,17 +62,16 @@ impl Manager {
         ctx.spawn(
             async move {
                 let input = match work.await {
-                    Err(reason) => Input::Record(evaluated(
-                        &evaluation,
-                        Err((EvaluationOutcome::Failed, reason)),
-                    )),
+                    Err(reason) => {
+                        Input::Record(evaluation.record(Err((EvaluationOutcome::Failed, reason))))
+                    }
                     Ok(Ok(result)) => {
                         // The devices go first: the fold takes them out of service before it
                         // places the candidate again.
                         if let Some((devices, reason)) = lost_devices(&result) {
                             me.do_send(Input::AgentLost { devices, reason });
                         }
-                        let record = evaluated(&evaluation, Ok(result));
+                        let record = evaluation.record(Ok(result));
                         match disk_full(&record).filter(|_| fills_the_disk) {
                             Some(reason) => Input::DiskFull {
                                 candidate: evaluation.candidate,
@@ -80,6 +86,7 @@ impl Manager {
             }
             .into_actor(self),
         );
+        None
     }
 
     /// A worker died under an evaluation: the Supervisor restarts it (within its budget) and
@@ -118,7 +125,7 @@ impl Manager {
                 Ok(Err(reason)) => Err((EvaluationOutcome::Failed, reason)),
                 Err(_) => Err((EvaluationOutcome::Failed, "the supervisor is gone".into())),
             };
-            manager.step(evaluated(&evaluation, outcome), ctx);
+            manager.step(evaluation.record(outcome), ctx);
         }));
     }
 
@@ -172,16 +179,24 @@ impl Manager {
     }
 
     /// A kernel is profiled once, when it first becomes a parent, on its round-robin device.
+    /// A device no worker serves fails the profile at once, by the record returned.
     pub(super) fn profile(
         &mut self,
         parent: RankedKernel,
         device: DeviceId,
         round: u32,
         ctx: &mut Context<Self>,
-    ) {
-        let worker = self.peers.workers[&device].clone();
-        let collector = self.peers.collector.clone();
+    ) -> Option<Event> {
         let candidate = parent.id;
+        let Some(worker) = self.worker(device) else {
+            return Some(Event::ProfileFailed {
+                candidate,
+                device,
+                unavailable: false,
+                error: format!("no worker serves device {device}"),
+            });
+        };
+        let collector = self.peers.collector.clone();
         let work = async move {
             let folder = collector
                 .send(PrepareCandidate {
@@ -210,36 +225,22 @@ impl Manager {
         let me = ctx.address();
         ctx.spawn(
             async move {
-                let event = match work.await {
-                    Ok(profile) => Event::ProfileRecorded {
-                        candidate,
-                        device,
-                        bottleneck: profile.bottleneck,
-                        duration_ms: profile.duration_ms,
-                        analysis: profile.analysis,
-                        at_roofline: profile.at_roofline,
-                        details: profile.details,
-                    },
-                    Err(error) => Event::ProfileFailed {
-                        candidate,
-                        device,
-                        unavailable: matches!(error, ProfileError::Unavailable(_)),
-                        error: match error {
-                            ProfileError::Failed(e) | ProfileError::Unavailable(e) => e,
-                        },
-                    },
-                };
-                me.do_send(Input::Record(event));
+                me.do_send(Input::Record(profiled(candidate, device, work.await)));
             }
             .into_actor(self),
         );
+        None
     }
 
     /// PyTorch eager and torch.compile, timed once per run while round 1's proposals are asked
-    /// for; prompts carry the times once they are known.
+    /// for; prompts carry the times once they are known (a device no worker serves times
+    /// nothing, and the prompts go without them).
     pub(super) fn time_references(&mut self, device: DeviceId, ctx: &mut Context<Self>) {
+        let Some(worker) = self.worker(device) else {
+            return;
+        };
         // torch.compile's first call compiles: allow it several steps' time.
-        let times = self.peers.workers[&device].send(TimeReferences {
+        let times = worker.send(TimeReferences {
             deadline: self.settings.step_deadline * 4,
         });
         let me = ctx.address();
@@ -252,129 +253,10 @@ impl Manager {
             .into_actor(self),
         );
     }
-}
 
-/// The devices an evaluation found gone (its own and those lost with it), and why.
-fn lost_devices(result: &Evaluated) -> Option<(Vec<DeviceId>, String)> {
-    let error = match result {
-        Evaluated {
-            verify: Err(error), ..
-        }
-        | Evaluated {
-            time: Some(Err(error)),
-            ..
-        } => error,
-        _ => return None,
-    };
-    match error {
-        EvalError::DeviceLost { reason, devices } => Some((devices.clone(), reason.clone())),
-        _ => None,
+    /// The worker of a device, when one serves it: a device the run does not have is an
+    /// input to answer, never a panic.
+    fn worker(&self, device: DeviceId) -> Option<Addr<GpuWorker>> {
+        self.peers.workers.get(&device).cloned()
     }
-}
-
-/// The `evaluated` record of an attempt: the worker's steps, or why there were none.
-pub(super) fn evaluated(
-    evaluation: &Evaluation,
-    result: Result<Evaluated, (EvaluationOutcome, String)>,
-) -> Event {
-    let lost = result
-        .as_ref()
-        .ok()
-        .and_then(lost_devices)
-        .map(|(_, reason)| format!("device lost: {reason}"));
-    let floor_ms = result
-        .as_ref()
-        .ok()
-        .and_then(|evaluated| evaluated.time.as_ref())
-        .and_then(|time| time.as_ref().ok())
-        .and_then(|timed| timed.floor_ms);
-    let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
-        Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
-        Ok(_) if lost.is_some() => (EvaluationOutcome::DeviceLost, None, None, lost, Vec::new()),
-        Ok(Evaluated {
-            verify: Err(EvalError::Start(reason)),
-            ..
-        }) => (
-            EvaluationOutcome::Unstartable,
-            None,
-            None,
-            Some(reason),
-            Vec::new(),
-        ),
-        Ok(Evaluated {
-            verify: Err(error), ..
-        }) => (
-            EvaluationOutcome::Failed,
-            None,
-            None,
-            Some(error.to_string()),
-            Vec::new(),
-        ),
-        Ok(Evaluated {
-            verify: Ok(verify),
-            time,
-        }) => match (verify.verdict, time) {
-            (Verdict::Failed { reason }, _) => (
-                EvaluationOutcome::WrongOutput,
-                None,
-                Some(verify.provenance),
-                Some(format!("verification failed: {reason}")),
-                verify.launched_kernels,
-            ),
-            (Verdict::Passed { .. }, Some(Ok(timed))) => (
-                EvaluationOutcome::Verified,
-                Some(timed.timing.median_ms),
-                Some(timed.provenance),
-                None,
-                verify.launched_kernels,
-            ),
-            (Verdict::Passed { .. }, Some(Err(error))) => (
-                EvaluationOutcome::Failed,
-                None,
-                Some(verify.provenance),
-                Some(format!("timing failed: {error}")),
-                verify.launched_kernels,
-            ),
-            (Verdict::Passed { .. }, None) => (
-                EvaluationOutcome::Failed,
-                None,
-                Some(verify.provenance),
-                Some("the candidate was verified but never timed".into()),
-                verify.launched_kernels,
-            ),
-        },
-    };
-    Event::Evaluated {
-        candidate: evaluation.candidate,
-        parent: evaluation.parent,
-        round: evaluation.round,
-        device: evaluation.device,
-        attempt: evaluation.attempt,
-        outcome,
-        time_ms,
-        provenance,
-        reason,
-        launched_kernels,
-        seconds: None,
-        floor_ms,
-        speed_of_light_pct: floor_ms
-            .zip(time_ms)
-            .and_then(|(floor, time)| percent_of_light(floor, time)),
-    }
-}
-
-/// Why an evaluation failed for want of disk space (Triton's cache lives in the candidate's
-/// folder): not the candidate's failure, but the same stop as a record that cannot be written.
-fn disk_full(record: &Event) -> Option<String> {
-    let Event::Evaluated {
-        reason: Some(reason),
-        ..
-    } = record
-    else {
-        return None;
-    };
-    ["No space left on device", "[Errno 28]", "ENOSPC"]
-        .iter()
-        .any(|sign| reason.contains(sign))
-        .then(|| reason.lines().next().unwrap_or_default().to_string())
 }

@@ -3,14 +3,13 @@
 //! the requests in flight cancelled on a stop, and the run handed to the Supervisor once the
 //! finale is over and no reply is outstanding.
 
-use std::collections::BTreeSet;
-
 use actix::prelude::*;
 
 use crate::finale::{self, FinaleJob};
+use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
-use crate::model::{CandidateId, DeviceId, RankedKernel};
-use crate::search_state::SearchState;
+use crate::model::{DeviceId, RankedKernel};
+use crate::search_state::{FinaleKernels, SearchState};
 use crate::supervision::RunDone;
 
 use super::{Input, Manager, Stop, StopRun};
@@ -29,9 +28,9 @@ impl Manager {
         if outcome != RunOutcome::Completed {
             self.cancel_requests(&reason, ctx);
         }
-        let (finale_device, skipped) = self.finale_device();
-        let reason = match (outcome, skipped) {
-            (RunOutcome::Completed, Some(skipped)) if best.is_some() => {
+        let finale_device = self.finale_device();
+        let reason = match (outcome, &finale_device) {
+            (RunOutcome::Completed, Err(skipped)) if best.is_some() => {
                 format!("{reason}; {skipped}")
             }
             _ => reason,
@@ -43,35 +42,22 @@ impl Manager {
             initial_ms: initial.as_ref().map(|k| k.time_ms),
             search: None,
         });
-        let (RunOutcome::Completed, Some(best), Some(initial), Some(device)) =
+        let (RunOutcome::Completed, Some(best), Some(initial), Ok((device, worker))) =
             (outcome, best, initial, finale_device)
         else {
             return;
         };
-        // The best is the fastest verified kernel, which a round cut short by a limit has not
-        // given to the beam: it is checked again with the beam's members.
-        let mut beam = self.state.beam();
-        if beam.iter().all(|member| member.id != best.id) {
-            beam.insert(0, best);
-        }
-        let mut kernels = vec![(initial.id, initial.source)];
-        for member in &beam {
-            if kernels.iter().all(|(id, _)| *id != member.id) {
-                kernels.push((member.id, member.source.clone()));
-            }
-        }
-        let profiled: BTreeSet<CandidateId> = kernels
-            .iter()
-            .map(|(id, _)| *id)
-            .filter(|id| self.state.has_profile(*id))
-            .collect();
-        let profiling = self.state.profiling();
+        let FinaleKernels {
+            kernels,
+            beam,
+            unprofiled,
+        } = self.state.finale_kernels(best, initial);
         let job = FinaleJob {
             kernels,
             beam,
-            needs_profile: Box::new(move |id| profiling && !profiled.contains(&id)),
+            needs_profile: Box::new(move |id| unprofiled.contains(&id)),
             device,
-            worker: self.peers.workers[&device].clone(),
+            worker,
             collector: self.peers.collector.clone(),
             deadline: self.settings.step_deadline,
             final_files: self.settings.final_files.clone(),
@@ -86,30 +72,18 @@ impl Manager {
         );
     }
 
-    /// The device the finale runs on: the first with nothing in flight (a run that reached
-    /// max_time may have evaluations still running). Or why there is no finale.
-    pub(super) fn finale_device(&self) -> (Option<DeviceId>, Option<&'static str>) {
+    /// The device the finale runs on and its worker (`SearchState::finale_device`), unless
+    /// max_time leaves no room for it or no worker serves that device: then why there is none.
+    fn finale_device(&self) -> Result<(DeviceId, Addr<GpuWorker>), String> {
         if let Some(why) = self.finale_would_overrun() {
-            return (None, Some(why));
+            return Err(why.into());
         }
-        let busy: BTreeSet<DeviceId> = self
-            .state
-            .in_flight()
-            .into_iter()
-            .filter_map(|id| self.state.placement(id).map(|(_, _, device)| device))
-            .collect();
-        match self
-            .settings
-            .devices
-            .iter()
-            .find(|d| !busy.contains(d) && self.state.is_in_service(**d))
-        {
-            Some(device) => (Some(*device), None),
-            None => (
-                None,
-                Some("the finale was skipped: every device was still evaluating"),
-            ),
-        }
+        let device = self.state.finale_device()?;
+        let worker =
+            self.peers.workers.get(&device).ok_or_else(|| {
+                format!("the finale was skipped: no worker serves device {device}")
+            })?;
+        Ok((device, worker.clone()))
     }
 
     /// Journals every request in flight as cancelled, saying why.
@@ -122,7 +96,7 @@ impl Manager {
 
     /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
     pub(super) fn handed_over(&self) -> bool {
-        !self.death_notice.armed
+        !self.death_notice.armed()
     }
 
     /// Hands the run's end to the Supervisor once the finale is over and every reply is in.
@@ -133,9 +107,9 @@ impl Manager {
         if let Some(mut done) = self.done.take() {
             // Moved, not copied: a long run's state is the largest thing the process holds,
             // and a handed-over Manager steps no more input.
-            let emptied = SearchState::new(self.settings.search_config());
+            let emptied = SearchState::new(self.settings.search.clone());
             done.search = Some(std::mem::replace(&mut self.state, emptied));
-            self.death_notice.armed = false;
+            self.death_notice.disarm();
             self.supervisor.done.do_send(done);
         }
     }

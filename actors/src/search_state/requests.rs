@@ -4,13 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use crate::journal::{Event, ReplyOutcome};
-use crate::model::CandidateId;
+use crate::journal::{Event, ReplyOutcome, code_file_name};
+use crate::model::{CandidateId, RequestKind};
 
 /// The files an LLM exchange is kept in, in the folder of the candidate it is about: the
 /// prompt's and the reply's names. `kind` is the request's, `attempt` a refinement's number.
-pub fn exchange_files(kind: crate::model::RequestKind, attempt: u32) -> (String, String) {
-    use crate::model::RequestKind;
+pub fn exchange_files(kind: RequestKind, attempt: u32) -> (String, String) {
     match (kind, attempt) {
         (RequestKind::Optimize | RequestKind::Seed, _) | (RequestKind::Refine, 0) => {
             ("prompt.md".into(), "reply.md".into())
@@ -39,21 +38,58 @@ pub(super) struct Requests {
     sent: u64,
 }
 
+/// Where an LLM exchange is kept, in the folder of the candidate it is about: the prompt's and
+/// the reply's names, and for a request for code the name its code is kept under.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Exchange {
+    pub candidate: CandidateId,
+    pub prompt: String,
+    pub reply: String,
+    pub code: Option<String>,
+}
+
 impl PendingRequest {
-    /// Where the reply to this request is kept once it comes: the candidate folder and the
-    /// file's name. A resumed run looks there before it asks again.
-    pub fn reply_file(&self) -> (CandidateId, String) {
-        use crate::model::RequestKind;
-        let (candidate, kind, attempt) = match &self.cancelled {
+    /// What was asked for: round 0's first requests for code are generation's seeds.
+    pub fn kind(&self) -> RequestKind {
+        match &self.cancelled {
+            Event::ProposalReceived { attempt: 1.., .. } => RequestKind::Refine,
+            Event::ProposalReceived { round: 0, .. } => RequestKind::Seed,
+            Event::AnalysisReceived { .. } => RequestKind::Analysis,
+            Event::ReflexionReceived { .. } => RequestKind::Reflexion,
+            _ => RequestKind::Optimize,
+        }
+    }
+
+    /// The candidate the request is about (an analysis's: the parent analysed), and its round.
+    pub fn about(&self) -> (CandidateId, u32) {
+        match &self.cancelled {
             Event::ProposalReceived {
-                candidate, attempt, ..
-            } if *attempt > 0 => (*candidate, RequestKind::Refine, *attempt),
-            Event::ProposalReceived { candidate, .. } => (*candidate, RequestKind::Optimize, 0),
-            Event::AnalysisReceived { candidate, .. } => (*candidate, RequestKind::Analysis, 0),
-            Event::ReflexionReceived { candidate, .. } => (*candidate, RequestKind::Reflexion, 0),
-            _ => (CandidateId::INITIAL, RequestKind::Optimize, 0),
+                candidate, round, ..
+            }
+            | Event::AnalysisReceived {
+                candidate, round, ..
+            }
+            | Event::ReflexionReceived {
+                candidate, round, ..
+            } => (*candidate, *round),
+            _ => (CandidateId::INITIAL, 0),
+        }
+    }
+
+    /// Where the exchange is kept once the reply comes. A resumed run looks for the reply
+    /// there before it asks again.
+    pub fn exchange(&self) -> Exchange {
+        let attempt = match &self.cancelled {
+            Event::ProposalReceived { attempt, .. } => Some(*attempt),
+            _ => None,
         };
-        (candidate, exchange_files(kind, attempt).1)
+        let (prompt, reply) = exchange_files(self.kind(), attempt.unwrap_or(0));
+        Exchange {
+            candidate: self.about().0,
+            prompt,
+            reply,
+            code: attempt.map(code_file_name),
+        }
     }
 }
 
@@ -81,6 +117,10 @@ impl Requests {
 
     pub(super) fn is_pending(&self, request_id: &str) -> bool {
         self.pending.contains_key(request_id)
+    }
+
+    pub(super) fn get(&self, request_id: &str) -> Option<&PendingRequest> {
+        self.pending.get(request_id)
     }
 
     pub(super) fn pending(&self) -> Vec<&PendingRequest> {

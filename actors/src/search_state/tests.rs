@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::journal::{EvaluationOutcome, ReplyOutcome};
+use crate::ports::{RenderedPrompt, RequestKind};
 use crate::search::{FanOut, SearchKind};
 
 fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchConfig {
@@ -1240,4 +1241,313 @@ fn a_seeds_evaluator_that_cannot_start_refuses_the_run_only_before_anything_was_
         reason.starts_with("the evaluator of device 0 could not start"),
         "{reason}"
     );
+}
+
+fn reply(text: &str, code: Option<&str>) -> crate::ports::LlmReply {
+    crate::ports::LlmReply {
+        text: text.to_string(),
+        code: code.map(KernelSource::new),
+        truncated: false,
+        usage: None,
+        cost_usd: Some(0.25),
+    }
+}
+
+/// Issue 21: a reply becomes its request's `*_received` record from the pending registry,
+/// which the fold then takes like any record; once answered it is no longer pending.
+#[test]
+fn a_reply_to_a_pending_request_is_its_received_record_and_then_nothing_more() {
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    let mut state = check(one_proposal(0), &steps);
+    let request = state
+        .llm_request(
+            "r1-c1",
+            RenderedPrompt {
+                system: "be fast".into(),
+                user: "make it faster".into(),
+            },
+        )
+        .expect("r1-c1 is pending");
+    assert_eq!(
+        (
+            request.kind,
+            request.candidate,
+            request.round,
+            request.prompt.as_str()
+        ),
+        (RequestKind::Optimize, CandidateId(1), 1, "make it faster")
+    );
+    assert_eq!(
+        state.exchange("r1-c1"),
+        Some(Exchange {
+            candidate: CandidateId(1),
+            prompt: "prompt.md".into(),
+            reply: "reply.md".into(),
+            code: Some("kernel.proposal.py".into()),
+        })
+    );
+    let received = state
+        .received("r1-c1", Answer::Reply(&reply("```k1```", Some("k1"))), None)
+        .expect("r1-c1 is pending");
+    match &received {
+        Event::ProposalReceived {
+            candidate: CandidateId(1),
+            device: DeviceId(0),
+            outcome: ReplyOutcome::Code,
+            code: Some(code),
+            cost_usd: Some(cost),
+            error: None,
+            ..
+        } => assert_eq!((code.as_str(), *cost), ("k1", 0.25)),
+        other => panic!("a proposal with code: {other:?}"),
+    }
+    let decisions: Vec<String> = state.apply(&received).iter().map(describe).collect();
+    assert_eq!(decisions, ["evaluate 1 on 0, attempt 0: k1"]);
+    assert_eq!(
+        state.received("r1-c1", Answer::Reply(&reply("again", None)), None),
+        None
+    );
+    assert_eq!(state.exchange("r1-c1"), None);
+}
+
+#[test]
+fn a_reply_without_code_an_unrendered_prompt_and_a_provider_error_say_so_in_their_record() {
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    let state = check(one_proposal(0), &steps);
+    let outcome_and_error = |answer: Answer<'_>| match state.received("r1-c1", answer, None) {
+        Some(Event::ProposalReceived { outcome, error, .. }) => (outcome, error),
+        other => panic!("a proposal_received: {other:?}"),
+    };
+    let without_code = reply("no code here", None);
+    assert_eq!(
+        outcome_and_error(Answer::Reply(&without_code)),
+        (ReplyOutcome::NoCode, None)
+    );
+    assert_eq!(
+        outcome_and_error(Answer::NotRendered("no template".into())),
+        (ReplyOutcome::NotRendered, Some("no template".into()))
+    );
+    assert_eq!(
+        outcome_and_error(Answer::Error(&crate::ports::LlmError::Exhausted)),
+        (
+            ReplyOutcome::Exhausted,
+            Some("llm provider is exhausted".into())
+        )
+    );
+    assert_eq!(
+        outcome_and_error(Answer::Error(&crate::ports::LlmError::BudgetReached(
+            "budget_usd 1.00 reached".into()
+        ))),
+        (ReplyOutcome::Budget, Some("budget_usd 1.00 reached".into()))
+    );
+}
+
+#[test]
+fn an_analysis_keeps_no_more_bottlenecks_than_it_asked_for() {
+    let mut state = SearchState::new(one_proposal(0));
+    state.apply(&started("k0"));
+    state.apply(&verified(0, 0, 8.0));
+    let request = state
+        .llm_request(
+            "r1-c0-analysis",
+            RenderedPrompt {
+                system: String::new(),
+                user: String::new(),
+            },
+        )
+        .expect("the analysis is pending");
+    assert_eq!(
+        (request.kind, request.candidate),
+        (RequestKind::Analysis, CandidateId(0))
+    );
+    let text = r#"{"bottlenecks": [{"title": "memory"}, {"title": "launch"}]}"#;
+    match state.received("r1-c0-analysis", Answer::Reply(&reply(text, None)), None) {
+        Some(Event::AnalysisReceived {
+            requested: 1,
+            returned: 1,
+            bottlenecks,
+            outcome: ReplyOutcome::Answered,
+            ..
+        }) => assert_eq!(bottlenecks[0].title, "memory"),
+        other => panic!("an analysis with one bottleneck: {other:?}"),
+    }
+}
+
+fn evaluation(device: u32) -> Evaluation {
+    Evaluation {
+        candidate: CandidateId(3),
+        parent: Some(CandidateId::INITIAL),
+        round: 1,
+        device: DeviceId(device),
+        attempt: 0,
+        source: KernelSource::new("k3"),
+    }
+}
+
+fn outcome_and_reason(record: &Event) -> (EvaluationOutcome, Option<&str>) {
+    match record {
+        Event::Evaluated {
+            outcome, reason, ..
+        } => (*outcome, reason.as_deref()),
+        other => panic!("an evaluated record: {other:?}"),
+    }
+}
+
+/// Issue 21: an evaluation's result becomes its `evaluated` record without a runtime.
+#[test]
+fn an_evaluation_is_recorded_verified_wrong_lost_or_failed_by_what_its_steps_said() {
+    use crate::model::{TimeOutcome, Timing, Verdict, VerifyOutcome};
+    use crate::ports::{EvalError, Evaluated};
+    let passed = VerifyOutcome {
+        verdict: Verdict::Passed {
+            max_abs_err: 0.0,
+            max_rel_err: 0.0,
+            rel_l2_err: None,
+            rule: None,
+        },
+        provenance: Provenance::Measured,
+        launched_kernels: vec!["k".into()],
+    };
+    let timed = TimeOutcome {
+        timing: Timing {
+            median_ms: 2.0,
+            min_ms: 1.5,
+            max_ms: 3.0,
+            samples: 10,
+        },
+        provenance: Provenance::Measured,
+        floor_ms: Some(1.0),
+    };
+    let record = evaluation(1).record(Ok(Evaluated {
+        verify: Ok(passed.clone()),
+        time: Some(Ok(timed)),
+    }));
+    match &record {
+        Event::Evaluated {
+            outcome: EvaluationOutcome::Verified,
+            time_ms: Some(time),
+            speed_of_light_pct: Some(percent),
+            device: DeviceId(1),
+            ..
+        } => assert_eq!((*time, *percent), (2.0, 50.0)),
+        other => panic!("a verified record at half the speed of light: {other:?}"),
+    }
+    let wrong = evaluation(1).record(Ok(Evaluated {
+        verify: Ok(VerifyOutcome {
+            verdict: Verdict::Failed {
+                reason: "max error 3".into(),
+            },
+            ..passed.clone()
+        }),
+        time: None,
+    }));
+    assert_eq!(
+        outcome_and_reason(&wrong),
+        (
+            EvaluationOutcome::WrongOutput,
+            Some("verification failed: max error 3")
+        )
+    );
+    let lost = Evaluated {
+        verify: Ok(passed),
+        time: Some(Err(EvalError::DeviceLost {
+            reason: "the agent of n2 is gone".into(),
+            devices: vec![DeviceId(1), DeviceId(2)],
+        })),
+    };
+    assert_eq!(
+        lost_devices(&lost),
+        Some((
+            vec![DeviceId(1), DeviceId(2)],
+            "the agent of n2 is gone".into()
+        ))
+    );
+    assert_eq!(
+        outcome_and_reason(&evaluation(1).record(Ok(lost))),
+        (
+            EvaluationOutcome::DeviceLost,
+            Some("device lost: the agent of n2 is gone")
+        )
+    );
+    let unstartable = evaluation(1).record(Ok(Evaluated {
+        verify: Err(EvalError::Start("no python3".into())),
+        time: None,
+    }));
+    assert_eq!(
+        outcome_and_reason(&unstartable),
+        (EvaluationOutcome::Unstartable, Some("no python3"))
+    );
+}
+
+#[test]
+fn a_full_disk_is_told_from_an_evaluations_reason_by_its_first_line() {
+    let full = evaluation(0).record(Err((
+        EvaluationOutcome::Failed,
+        "OSError: [Errno 28] No space left on device\nTraceback ...".into(),
+    )));
+    assert_eq!(
+        disk_full(&full).as_deref(),
+        Some("OSError: [Errno 28] No space left on device")
+    );
+    let crash = evaluation(0).record(Err((
+        EvaluationOutcome::Failed,
+        "an illegal memory access".into(),
+    )));
+    assert_eq!(disk_full(&crash), None);
+}
+
+/// Issue 21: the finale's device is the state's to choose: the first in service with nothing
+/// in flight.
+#[test]
+fn the_finale_runs_on_the_first_device_in_service_with_nothing_in_flight() {
+    let mut two = SearchState::new(config(1, 1, 1, 2, Pacing::Rounds));
+    two.apply(&started("k0"));
+    assert_eq!(
+        two.finale_device(),
+        Ok(DeviceId(1)),
+        "0 evaluates the initial kernel"
+    );
+    two.apply(&devices_lost(&[1]));
+    assert_eq!(
+        two.finale_device(),
+        Err("the finale was skipped: every device was still evaluating")
+    );
+    two.apply(&verified(0, 0, 8.0));
+    assert_eq!(two.finale_device(), Ok(DeviceId(0)));
+}
+
+#[test]
+fn the_finale_checks_the_initial_kernel_then_a_best_the_beam_lacks_then_the_beam() {
+    let mut state = SearchState::new(SearchConfig {
+        profile_parents: true,
+        ..one_proposal(0)
+    });
+    state.apply(&started("k0"));
+    state.apply(&verified(0, 0, 8.0));
+    let initial = state.best().expect("the initial kernel is the first beam");
+    let best = RankedKernel {
+        id: CandidateId(5),
+        source: KernelSource::new("k5"),
+        time_ms: 2.0,
+        launched_kernels: Vec::new(),
+    };
+    let finale = state.finale_kernels(best, initial.clone());
+    let ids = |kernels: &[(CandidateId, KernelSource)]| {
+        kernels.iter().map(|(id, _)| id.0).collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&finale.kernels), [0, 5]);
+    assert_eq!(
+        finale.beam.iter().map(|k| k.id.0).collect::<Vec<_>>(),
+        [5, 0]
+    );
+    assert_eq!(
+        finale.unprofiled,
+        BTreeSet::from([CandidateId(0), CandidateId(5)])
+    );
+    let without_profiles =
+        SearchState::new(one_proposal(0)).finale_kernels(initial.clone(), initial);
+    assert_eq!(ids(&without_profiles.kernels), [0]);
+    assert!(without_profiles.unprofiled.is_empty(), "profiling is off");
 }

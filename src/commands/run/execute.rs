@@ -2,18 +2,16 @@
 //! part `kactors run` and `kactors resume` share. `Launch` is everything resolved before the
 //! run directory is touched (settings, kernel, devices, preflight); `execute` is the rest.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Actor;
-use actors::journal::{Event, History, JournalRecord};
+use actors::journal::{Event, History};
 use actors::manager::{ManagerSettings, Resume};
-use actors::model::KernelSource;
-use actors::ports::{LlmProvider, LlmReply};
-use actors::search_state::{Generation, SearchState, SeedsKept};
+use actors::ports::LlmProvider;
+use actors::search_state::{Generation, SearchConfig, SeedsKept};
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
@@ -165,56 +163,6 @@ pub(crate) struct Spent<'a> {
     pub usd: f64,
     /// Time max_time already counts.
     pub time: Duration,
-}
-
-/// How a resumed run goes on: the journal's records, what they say of the earlier processes,
-/// and `run_resumed` as the resuming command knows it.
-pub(crate) struct Continuation {
-    pub records: Vec<JournalRecord>,
-    pub history: History,
-    pub resumed: Event,
-}
-
-impl Continuation {
-    /// What the Manager needs to go on: the records, and the replies on disk for requests the
-    /// journal has no answer to (the process died between keeping a reply and journaling it;
-    /// a reply file is written whole or not at all).
-    fn into_resume(self, settings: &ManagerSettings, run_root: &Path) -> Resume {
-        let state = SearchState::rebuild(
-            settings.search_config(),
-            self.records.iter().map(|record| &record.event),
-        );
-        let mut recovered = HashMap::new();
-        for request in state.pending_requests() {
-            let (candidate, name) = request.reply_file();
-            let path = run_root
-                .join("candidates")
-                .join(candidate.to_string())
-                .join(name);
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                let code = llm::extract_kernel_code(&text).map(KernelSource::new);
-                let reply = LlmReply {
-                    text,
-                    code,
-                    truncated: false,
-                    usage: None,
-                    cost_usd: None,
-                };
-                recovered.insert(request.request_id.clone(), reply);
-            }
-        }
-        let mut resumed = self.resumed;
-        if let Event::RunResumed { recovered: ids, .. } = &mut resumed {
-            *ids = recovered.keys().cloned().collect();
-            ids.sort();
-        }
-        Resume {
-            records: self.records,
-            in_flight_at_two_deaths: self.history.in_flight_at_two_deaths,
-            resumed,
-            recovered,
-        }
-    }
 }
 
 /// The most requests for code steady search may keep in flight when max_inflight is not set:
@@ -421,13 +369,13 @@ fn final_files(kernel_dir: &Path) -> Vec<(String, String)> {
         .collect()
 }
 
-/// Runs the search in `run_dir` (new, or reopened by a resume with its `continuation`) and
+/// Runs the search in `run_dir` (new, or reopened by a resume that says how to go on) and
 /// answers the process's exit code.
 pub(crate) fn execute(
     launch: Launch,
     run_dir: RunDirectory,
     json: bool,
-    continuation: Option<Continuation>,
+    resume: Option<Resume>,
 ) -> Result<i32, CommandError> {
     let Launch {
         settings,
@@ -475,36 +423,38 @@ pub(crate) fn execute(
         sandbox: (!simulated).then(|| sandbox_record(&settings, &preflight)),
     };
     let manager = ManagerSettings {
-        search,
-        pacing: settings.pacing(max_inflight),
-        // The devices the platform pinned: each worker's evaluator is made for its pin.
-        devices: platform.devices(),
-        step_deadline: settings.test_timeout(selected_platform.vendor()),
-        profile_parents: settings.profiler_enabled && !simulated,
-        time_references: !simulated,
-        stop_at_roofline: settings.stop_at_roofline,
-        final_files: final_files(&kernel.root),
-        max_refinements: settings.max_refinements,
-        requests_per_minute: match &settings.llm {
-            LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
-            LlmChoice::Replay { .. } => None,
-        },
-        reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
-        generation: kernel.initial.is_none().then_some(Generation {
-            num_seeds: settings.num_seeds,
-            kept: if settings.all_seeds {
-                SeedsKept::All
-            } else {
-                SeedsKept::First
+        search: SearchConfig {
+            search,
+            pacing: settings.pacing(max_inflight),
+            // The devices the platform pinned: each worker's evaluator is made for its pin.
+            devices: platform.devices(),
+            profile_parents: settings.profiler_enabled && !simulated,
+            time_references: !simulated,
+            stop_at_roofline: settings.stop_at_roofline,
+            max_refinements: settings.max_refinements,
+            requests_per_minute: match &settings.llm {
+                LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
+                LlmChoice::Replay { .. } => None,
             },
-        }),
+            reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
+            generation: kernel.initial.is_none().then_some(Generation {
+                num_seeds: settings.num_seeds,
+                kept: if settings.all_seeds {
+                    SeedsKept::All
+                } else {
+                    SeedsKept::First
+                },
+            }),
+            ensemble: settings.ensemble(),
+        },
+        step_deadline: settings.test_timeout(selected_platform.vendor()),
+        final_files: final_files(&kernel.root),
         time_limit: time_limit.clone(),
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
-        ensemble: settings.ensemble(),
     };
     let plan = RunPlan {
         started,
-        resume: continuation.map(|c| c.into_resume(&manager, &run_root)),
+        resume,
         manager,
         max_inflight,
         kill_grace: Duration::from_secs_f64(settings.kill_grace_s),

@@ -638,10 +638,19 @@ fn bottlenecks_or_titles<'de, D: Deserializer<'de>>(
 /// The SHA-256 of a text's UTF-8 bytes, in lowercase hex, as `sha256sum` prints it.
 pub fn sha256_hex(text: &str) -> String {
     use sha2::Digest;
-    sha2::Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    hex(&sha2::Sha256::digest(text.as_bytes()))
+}
+
+/// Bytes as lowercase hex. A resume hashes every proposal's code: a formatted string per byte
+/// was most of what hashing cost it.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(2 * bytes.len());
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 /// `profile_recorded`'s `details`: a profile, or absent when the JSON is not one. Version 1

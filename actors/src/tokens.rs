@@ -4,23 +4,37 @@
 //! and every name, number, string and operator kept). A source that does not tokenize (a
 //! syntax error) is compared by its text, trailing whitespace and blank lines aside.
 
-use rustpython_parser::{Mode, lexer::lex};
+use std::fmt::{self, Write as _};
 
-use crate::journal::sha256_hex;
+use rustpython_parser::{Mode, lexer::lex};
+use sha2::{Digest, Sha256};
+
+use crate::journal::{hex, sha256_hex};
 
 /// A fingerprint of a source's token stream: equal for the same kernel written differently.
 pub fn same_code_key(source: &str) -> String {
-    let mut canonical = String::new();
+    // The canonical stream goes straight into the hash: a resume keys every proposal again,
+    // and building it as a string, a formatted token at a time, was most of that cost.
+    let mut canonical = HashWriter(Sha256::new());
     for token in lex(source, Mode::Module) {
         // The lexer, built without its full-lexer feature, yields neither comments nor the
         // newlines of blank lines.
         let Ok((token, _)) = token else {
             return text_key(source);
         };
-        canonical.push_str(&format!("{token:?}"));
-        canonical.push('\n');
+        let _ = writeln!(canonical, "{token:?}");
     }
-    sha256_hex(&canonical)
+    hex(&canonical.0.finalize())
+}
+
+/// A `fmt::Write` that hashes what is written to it.
+struct HashWriter(Sha256);
+
+impl fmt::Write for HashWriter {
+    fn write_str(&mut self, text: &str) -> fmt::Result {
+        self.0.update(text.as_bytes());
+        Ok(())
+    }
 }
 
 fn text_key(source: &str) -> String {

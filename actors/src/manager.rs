@@ -69,6 +69,8 @@ pub struct ManagerSettings {
     pub evaluations_fill_the_disk: bool,
     /// The models sharing the proposals, when the run has several (`models`).
     pub ensemble: Ensemble,
+    /// Rounds mode: the next round's certain parents are prepared before the round ends.
+    pub overlap_rounds: bool,
 }
 
 /// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
@@ -91,6 +93,7 @@ impl ManagerSettings {
             reflexions_in_flight: self.reflexions_in_flight,
             generation: self.generation,
             ensemble: self.ensemble.clone(),
+            overlap_rounds: self.overlap_rounds,
         }
     }
 }

@@ -73,6 +73,9 @@ pub struct SearchConfig {
     pub generation: Option<Generation>,
     /// The models sharing the proposals, when the run has several (`models`).
     pub ensemble: Ensemble,
+    /// Rounds mode: a kernel certain to be a parent of the next round is profiled and analysed
+    /// before its round ends (`overlap_rounds`; see `pacing.rs` for why no result changes).
+    pub overlap_rounds: bool,
 }
 
 impl SearchConfig {

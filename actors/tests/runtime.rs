@@ -673,6 +673,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             time_limit: scenario.time_limit,
             evaluations_fill_the_disk: true,
             ensemble: Ensemble::default(),
+            overlap_rounds: true,
         },
         resume,
         max_inflight: scenario.max_inflight,

@@ -117,6 +117,9 @@ pub struct RunSettings {
     /// Early stop at the roofline: off by default on every platform (the ROCm review kept it off
     /// there); recorded in run.yaml either way.
     pub stop_at_roofline: bool,
+    /// Rounds mode: the next round's certain parents profiled and analysed before the round
+    /// ends (default true; a run with budget_usd never overlaps, whatever this says).
+    pub overlap_rounds: bool,
     pub launcher: LauncherRequest,
     /// The sandbox of candidate code: `required` unless the strategy says otherwise.
     pub sandbox: crate::sandbox::SandboxSetting,
@@ -511,6 +514,7 @@ pub fn resolve(
         profile_pass_timeout_s: config.profile_pass_timeout_s.unwrap_or(300.0),
         profile_budget_s: config.profile_budget_s.unwrap_or(900.0),
         stop_at_roofline: config.stop_at_roofline.unwrap_or(false),
+        overlap_rounds: config.overlap_rounds.unwrap_or(true),
         launcher: match config.launcher.as_deref() {
             Some("slurm") => LauncherRequest::Slurm,
             Some("auto") => LauncherRequest::Auto,

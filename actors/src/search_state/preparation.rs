@@ -72,7 +72,8 @@ impl Core {
     }
 
     /// Starts a kernel's preparation before any candidate is planned from it (steady search, as
-    /// soon as it joins the beam), so that proposals from it need not wait.
+    /// soon as it joins the beam; rounds, once it is certain to be a parent of `round`), so that
+    /// proposals from it need not wait.
     pub(super) fn prepare_ahead(&mut self, id: CandidateId, round: u32, out: &mut Out) {
         let parent = self.parents.entry(id).or_default();
         if parent.profile.is_none()
@@ -96,13 +97,19 @@ impl Core {
     }
 
     /// How many proposals a parent gets, each on a bottleneck of its own: those waiting for it
-    /// in rounds (K × C candidates to a bottleneck); in steady search one per bottleneck (its
-    /// proposals cycle over them).
+    /// in rounds (K × C candidates to a bottleneck), M for one prepared ahead of its round (the
+    /// overlap prepares only parents of a full round, where every expanded parent gets M); in
+    /// steady search one per bottleneck (its proposals cycle over them).
     fn proposals_per_parent(&self, id: CandidateId) -> u32 {
         match self.config.pacing {
             Pacing::Rounds => {
-                let waiting = self.parents.get(&id).map_or(0, |p| p.waiting.len()) as u32;
-                waiting.div_ceil(self.config.search.per_bottleneck())
+                let Some(parent) = self.parents.get(&id) else {
+                    return 0;
+                };
+                if parent.round > self.beam_round + 1 {
+                    return self.config.search.num_bottlenecks;
+                }
+                (parent.waiting.len() as u32).div_ceil(self.config.search.per_bottleneck())
             }
             Pacing::Steady { .. } => self.config.search.num_bottlenecks,
         }

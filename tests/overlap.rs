@@ -10,11 +10,13 @@
 
 mod support;
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use serde_json::Value;
 use support::journal::{Journal, candidate_of};
-use support::runs::{assert_exit, finish, only_run};
+use support::runs::{assert_exit, finish, only_run, stderr};
 use support::{example, kactors};
 
 /// A source noop passes, timed within `[low, high)` ms by its simulated model (`tag` makes each
@@ -52,9 +54,10 @@ const PLAN: [(f64, f64); 12] = [
     (1.80, 1.95), // 10
 ];
 
-/// A run of three rounds of beam 2 × 2 on one simulated device, evaluations (0.2 s) slower than
-/// the replayed LLM (0.1 s), with or without the overlap; its run directory.
-fn run(dir: &Path, overlap: bool) -> PathBuf {
+/// A workspace for a run of three rounds of beam 2 × 2 on one simulated device, evaluations
+/// (0.2 s) slower than the replayed LLM (0.1 s), one request for code at a time (so that
+/// candidates are evaluated in the order they are asked for), with or without the overlap.
+fn workspace(dir: &Path, overlap: bool) {
     let kernel = dir.join("kernel");
     std::fs::create_dir_all(kernel.join("candidates")).unwrap();
     for file in ["problem.py", "test.py"] {
@@ -72,17 +75,26 @@ fn run(dir: &Path, overlap: bool) -> PathBuf {
         dir.join("overlap.yaml"),
         format!(
             "platform: noop\nprovider: replay\nnum_workers: 1\nnoop_eval_s: 0.2\n\
-             replay_latency_s: 0.1\nmax_rounds: 3\nmax_refinements: 0\n\
+             replay_latency_s: 0.1\nmax_inflight: 1\nmax_rounds: 3\nmax_refinements: 0\n\
              strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n\
              overlap_rounds: {overlap}\n"
         ),
     )
     .unwrap();
+}
+
+fn run_command(dir: &Path) -> Command {
     let mut command = kactors(dir);
     command
         .args(["run", "--strategy", "overlap", "--config-dir", "."])
         .args(["--kernel-dir", "kernel"]);
-    assert_exit(&finish(command), 0);
+    command
+}
+
+/// The workspace's run to its end; its run directory.
+fn run(dir: &Path, overlap: bool) -> PathBuf {
+    workspace(dir, overlap);
+    assert_exit(&finish(run_command(dir)), 0);
     only_run(dir)
 }
 
@@ -176,4 +188,35 @@ fn an_overlapping_run_makes_the_same_candidates_and_beams_as_one_without_the_ove
     for field in ["outcome", "reason", "best_candidate", "best_ms"] {
         assert_eq!(with.finished()[field], without.finished()[field], "{field}");
     }
+}
+
+/// Killed as it would journal the analysis it asks for ahead (the record its input, round 1's
+/// third result, leads to), the run resumes to the end the same run left alone reaches: the
+/// resume journals the analysis and asks for it, before round 2 as the run would have.
+#[test]
+fn an_overlapping_run_killed_as_it_asks_for_an_analysis_ahead_resumes_to_the_same_end() {
+    let alone = tempfile::tempdir().unwrap();
+    let alone = Journal::read(&run(alone.path(), true));
+
+    let killed = tempfile::tempdir().unwrap();
+    workspace(killed.path(), true);
+    let mut command = run_command(killed.path());
+    command.env("KACTORS_TEST_ABORT_AT", "analysis_requested:2");
+    let output = finish(command);
+    assert_eq!(output.status.signal(), Some(9), "{}", stderr(&output));
+    let run = only_run(killed.path());
+    assert_eq!(
+        Journal::read(&run).of_type("round_started").count(),
+        1,
+        "killed in round 1"
+    );
+    let mut resume = kactors(killed.path());
+    resume.arg("resume").arg(&run);
+    assert_exit(&finish(resume), 0);
+
+    let journal = Journal::read(&run);
+    assert_eq!(analysed_ahead(&journal), analysed_ahead(&alone));
+    assert_eq!(beams(&journal), beams(&alone));
+    assert_eq!(candidates(&journal), candidates(&alone));
+    assert_eq!(journal.fates(), alone.fates());
 }

@@ -180,6 +180,17 @@ impl RunSettings {
         )
     }
 
+    /// Whether rounds overlap: as `overlap_rounds` says, except under a dollar budget, where an
+    /// analysis asked ahead spends before the round's last refinements are asked for and could
+    /// leave one of them refused that the run without the overlap sends.
+    pub fn overlaps_rounds(&self) -> bool {
+        self.overlap_rounds
+            && match &self.llm {
+                LlmChoice::Remote { keys, .. } => keys.budget_usd.is_none(),
+                LlmChoice::Replay { .. } => true,
+            }
+    }
+
     /// How the Manager paces the search; a steady search keeps `max_inflight` proposals (the
     /// broker's cap) asked for.
     pub fn pacing(&self, max_inflight: usize) -> Pacing {
@@ -871,6 +882,23 @@ mod tests {
         )
         .unwrap();
         assert!(asked.stop_at_roofline);
+    }
+
+    #[test]
+    fn rounds_overlap_unless_turned_off_or_a_dollar_budget_is_set() {
+        let default = settings("", CliOverrides::default()).unwrap();
+        assert!(default.overlaps_rounds());
+        assert!(default.to_yaml().contains("overlap_rounds: true"));
+        let off = settings("overlap_rounds: false\n", CliOverrides::default()).unwrap();
+        assert!(!off.overlaps_rounds());
+        let budget = settings(
+            "model: gpt-5\nprovider: openai\nbudget_usd: 12.5\nprices:\n  gpt-5:\n    \
+             input_usd_per_mtok: 1.25\n    output_usd_per_mtok: 10\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        assert!(budget.overlap_rounds);
+        assert!(!budget.overlaps_rounds());
     }
 
     #[test]

@@ -308,12 +308,13 @@ impl Rounds {
             core.plan(candidate, number, out);
         }
         // The parents of earlier rounds propose at once, and only then the new ones, whose
-        // preparation starts now (or started ahead, `prepare_certain_parents`): their requests
-        // for code come in the order they would without the overlap, which the replay provider
-        // answers by.
+        // preparation starts now (or started ahead, `prepare_certain_parents`), fastest first:
+        // their requests for code come in the order they would without the overlap, which the
+        // replay provider answers by.
         let (earlier, new): (Vec<CandidateId>, Vec<CandidateId>) = parents
             .into_iter()
             .partition(|parent| core.parents.get(parent).is_some_and(|p| p.round < number));
+        core.new_parents = new.iter().copied().collect();
         for parent in earlier.into_iter().chain(new) {
             core.prepare_parent(parent, out);
         }
@@ -377,6 +378,7 @@ impl Rounds {
             .filter(|id| !core.parents.contains_key(id))
             .collect();
         for id in certain {
+            core.parents.entry(id).or_default().ahead = true;
             core.prepare_ahead(id, next, out);
         }
     }

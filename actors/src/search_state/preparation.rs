@@ -172,6 +172,9 @@ impl Core {
     }
 
     fn propose_waiting(&mut self, id: CandidateId, out: &mut Out) {
+        if self.held_back(id) {
+            return;
+        }
         let proposals = self.proposals_per_parent(id);
         let waiting = self
             .parents
@@ -181,6 +184,23 @@ impl Core {
         for candidate in waiting {
             self.propose(candidate, proposals, out);
         }
+        self.new_parents.retain(|parent| *parent != id);
+        if let Some(next) = self.new_parents.front().copied()
+            && self.parents.get(&next).is_some_and(|parent| parent.ahead)
+            && self.parent_ready(next)
+        {
+            self.propose_waiting(next, out);
+        }
+    }
+
+    /// Whether a parent prepared ahead of its round waits for new parents before it in the
+    /// beam: without the overlap their analyses, asked for together at the round's start,
+    /// come back in that order and send their proposals in it, and the replay provider hands
+    /// its files out in the order requests for code are sent.
+    fn held_back(&self, id: CandidateId) -> bool {
+        self.parents.get(&id).is_some_and(|parent| parent.ahead)
+            && self.new_parents.contains(&id)
+            && self.new_parents.front() != Some(&id)
     }
 
     /// Asks for the code of one planned candidate; `proposals` is how many its parent gets.

@@ -501,13 +501,7 @@ pub(crate) fn execute(
         time_limit: time_limit.clone(),
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
         ensemble: settings.ensemble(),
-        // An analysis asked ahead spends before the round's last refinements are asked for:
-        // under a dollar budget that could refuse one the run without the overlap sends.
-        overlap_rounds: settings.overlap_rounds
-            && match &settings.llm {
-                LlmChoice::Remote { keys, .. } => keys.budget_usd.is_none(),
-                LlmChoice::Replay { .. } => true,
-            },
+        overlap_rounds: settings.overlaps_rounds(),
     };
     let plan = RunPlan {
         started,

@@ -14,14 +14,12 @@ failures are what the overlap can hide most of.
 usage: python3 scripts/noop-overlap.py [KACTORS_BINARY [CANDIDATES [REFINEMENTS]]]   (from the repository root)
 """
 
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from journal_spans import busy_fractions, spans_by_device, stamp  # noqa: E402
+from journal_spans import busy_fractions, replay_kernel, run_kactors, spans_by_device, stamp  # noqa: E402
 
 binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/kactors"
 CANDIDATES = int(sys.argv[2]) if len(sys.argv) > 2 else 64
@@ -31,21 +29,13 @@ LATENCY_S = 2.0
 
 
 def run(work, kernel, devices, overlap, name):
-    config = work / "configs"
-    config.mkdir(exist_ok=True)
-    (config / "overlap.yaml").write_text(
+    strategy = (
         f"platform: noop\nprovider: replay\nstrategy: beam_search\nmax_rounds: 1000\nmax_refinements: {REFINEMENTS}\n"
         f"noop_eval_s: {EVAL_S}\nreplay_latency_s: {LATENCY_S}\nnum_workers: {devices}\n"
         f"overlap_rounds: {'true' if overlap else 'false'}\n"
         "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n"
     )
-    runs = work / f"runs-{devices}-{name}"
-    subprocess.run(
-        [binary, "run", "--strategy", "overlap", "--config-dir", str(config), "--kernel-dir", str(kernel), "--run-dir", str(runs)],
-        check=True, stderr=subprocess.DEVNULL,
-    )
-    run = next(runs.iterdir())
-    return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    return run_kactors(binary, work, f"overlap-{devices}-{name.replace(' ', '-')}", strategy, kernel)
 
 
 def figures(records):
@@ -72,13 +62,7 @@ def beams(records):
 
 with tempfile.TemporaryDirectory() as work:
     work = Path(work)
-    kernel = work / "kernel"
-    (kernel / "candidates").mkdir(parents=True)
-    (kernel / "input.py").write_text("def kernel_function(x):\n    return x\n")
-    (kernel / "problem.py").write_text("class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
-    for i in range(CANDIDATES):
-        # Each a different token stream: variants differing only in comments are duplicates.
-        (kernel / "candidates" / f"{i:03}.py").write_text(f"def kernel_function(x):\n    return x * {i + 1} / {i + 1}\n")
+    kernel = replay_kernel(work, CANDIDATES)
     print(f"\nrounds mode, replay latency {LATENCY_S} s, evaluation {EVAL_S} s (simulated), {CANDIDATES} replayed candidates, beam 2 x 4, max_refinements {REFINEMENTS}\n")
     print("| devices | overlap | wall (s) | busy fraction per device | mean busy | parents analysed ahead | same beams as the first run without |")
     print("|---|---|---|---|---|---|---|")

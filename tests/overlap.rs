@@ -4,9 +4,9 @@
 //! every round with the same beam as the run without the overlap.
 //!
 //! The replay provider hands its files out in the order the requests for code are sent, so a
-//! run is only comparable with itself where that order is fixed: each round here brings one new
-//! parent (two new parents' analyses race, and whichever comes back first sends its proposals
-//! first, with or without the overlap), and nothing is refined.
+//! run is only comparable with itself where that order is fixed: nothing is refined here (a
+//! refinement is asked for when its candidate's evaluation ends, which races with the
+//! proposals of the next parent to be analysed).
 
 mod support;
 
@@ -38,8 +38,10 @@ fn kernel_timed(tag: &str, low: f64, high: f64) -> String {
 /// from the initial kernel (1.6 ms), 1 to 4; round 2 asks for the initial kernel's 7 and 8 at
 /// once and for the new parent 1's 5 and 6 after its analysis; round 3 likewise for 1's 11 and
 /// 12, then 5's 9 and 10. One kernel of each round beats the beam's best, the others are slower
-/// than every parent.
-const PLAN: [(f64, f64); 12] = [
+/// than every parent, but for round 3, whose 9 and 10 both do: round 4's two new parents, 9
+/// (whose analysis was asked for ahead) and 10, which send their proposals in that order with
+/// or without the overlap.
+const PLAN: [(f64, f64); 16] = [
     (1.40, 1.45), // 1
     (1.80, 1.95), // 2
     (1.80, 1.95), // 3
@@ -50,11 +52,15 @@ const PLAN: [(f64, f64); 12] = [
     (1.80, 1.95), // 6
     (1.80, 1.95), // 11
     (1.80, 1.95), // 12
-    (1.05, 1.10), // 9
-    (1.80, 1.95), // 10
+    (1.00, 1.05), // 9
+    (1.10, 1.15), // 10
+    (1.80, 1.95), // 17
+    (1.80, 1.95), // 18
+    (1.80, 1.95), // 19
+    (1.80, 1.95), // 20
 ];
 
-/// A workspace for a run of three rounds of beam 2 × 2 on one simulated device, evaluations
+/// A workspace for a run of four rounds of beam 2 × 2 on one simulated device, evaluations
 /// (0.2 s) slower than the replayed LLM (0.1 s), one request for code at a time (so that
 /// candidates are evaluated in the order they are asked for), with or without the overlap.
 fn workspace(dir: &Path, overlap: bool) {
@@ -75,7 +81,7 @@ fn workspace(dir: &Path, overlap: bool) {
         dir.join("overlap.yaml"),
         format!(
             "platform: noop\nprovider: replay\nnum_workers: 1\nnoop_eval_s: 0.2\n\
-             replay_latency_s: 0.1\nmax_inflight: 1\nmax_rounds: 3\nmax_refinements: 0\n\
+             replay_latency_s: 0.1\nmax_inflight: 1\nmax_rounds: 4\nmax_refinements: 0\n\
              strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 2\n\
              overlap_rounds: {overlap}\n"
         ),
@@ -165,8 +171,8 @@ fn an_overlapping_run_makes_the_same_candidates_and_beams_as_one_without_the_ove
     assert_eq!(analysed_ahead(&without), Vec::<u64>::new());
     assert_eq!(
         analysed_ahead(&with),
-        vec![1, 5],
-        "each round's new parent is analysed before its round starts"
+        vec![1, 5, 9],
+        "the new parent that comes first in each round's beam is analysed before its round starts"
     );
     let expected_beams = beams(&without);
     assert_eq!(
@@ -174,8 +180,10 @@ fn an_overlapping_run_makes_the_same_candidates_and_beams_as_one_without_the_ove
             .iter()
             .map(|(round, _)| *round)
             .collect::<Vec<_>>(),
-        vec![1, 2, 3]
+        vec![1, 2, 3, 4]
     );
+    assert_eq!(expected_beams[2].1[0].0, 9, "{expected_beams:?}");
+    assert_eq!(expected_beams[2].1[1].0, 10, "{expected_beams:?}");
     assert_eq!(beams(&with), expected_beams);
     assert_eq!(candidates(&with), candidates(&without));
     assert_eq!(with.fates(), without.fates());
@@ -183,7 +191,7 @@ fn an_overlapping_run_makes_the_same_candidates_and_beams_as_one_without_the_ove
         with.of_type("round_started")
             .map(round_of)
             .collect::<Vec<_>>(),
-        vec![1, 2, 3]
+        vec![1, 2, 3, 4]
     );
     for field in ["outcome", "reason", "best_candidate", "best_ms"] {
         assert_eq!(with.finished()[field], without.finished()[field], "{field}");

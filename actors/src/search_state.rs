@@ -259,8 +259,6 @@ struct Parent {
     waiting: Vec<CandidateId>,
     /// The round it first became a parent in: its profile and analysis are that round's.
     round: u32,
-    /// Rounds mode: prepared before that round started (the overlap of rounds).
-    ahead: bool,
 }
 
 /// A candidate that reached its end, for the pacer to count (and, for the initial kernel, to
@@ -320,8 +318,8 @@ struct Core {
     restarting: BTreeSet<DeviceId>,
     /// Candidates planned whose first proposal is not answered yet.
     asking: BTreeSet<CandidateId>,
-    /// Rounds mode: the round's new parents, fastest first, that have not proposed yet; one
-    /// prepared ahead proposes only after those before it (`Rounds::start_round`).
+    /// Rounds mode: the round's new parents, fastest first, that have not proposed yet; each
+    /// proposes only after those before it (`Rounds::start_round`).
     new_parents: VecDeque<CandidateId>,
     /// Candidates that reached their end since the pacer last looked.
     settled: VecDeque<Settled>,

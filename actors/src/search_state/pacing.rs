@@ -337,7 +337,10 @@ impl Rounds {
     /// so far, which the round's last result can still change, and their requests for code
     /// must follow the round's last refinements, which the replay provider answers by order.
     /// Candidates are numbered, placed and assigned their model at the round's end as without
-    /// the overlap, so ids, rounds, bottlenecks and models are unchanged.
+    /// the overlap, so ids, rounds, bottlenecks and models are unchanged; and their requests go
+    /// out in the order they would without it (the earlier rounds' parents' first, then the new
+    /// ones', fastest first: `start_round`, `Core::held_back`), so each gets the same replay
+    /// file. An analysis carries no lessons, so reflexions answered meanwhile change nothing.
     ///
     /// No overlap where preparing ahead could change what a round's end decides: when the
     /// search stops taking proposals, after the last round, and under stop_at_roofline (the
@@ -378,7 +381,6 @@ impl Rounds {
             .filter(|id| !core.parents.contains_key(id))
             .collect();
         for id in certain {
-            core.parents.entry(id).or_default().ahead = true;
             core.prepare_ahead(id, next, out);
         }
     }

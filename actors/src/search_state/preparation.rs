@@ -186,21 +186,18 @@ impl Core {
         }
         self.new_parents.retain(|parent| *parent != id);
         if let Some(next) = self.new_parents.front().copied()
-            && self.parents.get(&next).is_some_and(|parent| parent.ahead)
             && self.parent_ready(next)
         {
             self.propose_waiting(next, out);
         }
     }
 
-    /// Whether a parent prepared ahead of its round waits for new parents before it in the
-    /// beam: without the overlap their analyses, asked for together at the round's start,
-    /// come back in that order and send their proposals in it, and the replay provider hands
-    /// its files out in the order requests for code are sent.
+    /// Whether a new parent of the round waits for the new parents before it in the beam: the
+    /// replay provider hands its files out in the order requests for code are sent, so new
+    /// parents send their proposals fastest first, whichever analysis comes back first (or
+    /// was asked for ahead of the round). Without this, a round's two new parents raced.
     fn held_back(&self, id: CandidateId) -> bool {
-        self.parents.get(&id).is_some_and(|parent| parent.ahead)
-            && self.new_parents.contains(&id)
-            && self.new_parents.front() != Some(&id)
+        self.new_parents.contains(&id) && self.new_parents.front() != Some(&id)
     }
 
     /// Asks for the code of one planned candidate; `proposals` is how many its parent gets.

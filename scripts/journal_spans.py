@@ -1,6 +1,37 @@
-"""What the scaling scripts read from a journal: record times and each device's busy spans."""
+"""What the scaling scripts share: a kernel directory of replay candidates, a run of kactors on
+it, and what they read from its journal (record times and each device's busy spans)."""
 
+import json
+import subprocess
 from datetime import datetime
+
+
+def replay_kernel(work, count):
+    """A kernel directory under `work` with a trivial input.py and problem.py and `count` replay
+    candidates, each a different token stream (variants differing only in comments are
+    duplicates)."""
+    kernel = work / "kernel"
+    (kernel / "candidates").mkdir(parents=True)
+    (kernel / "input.py").write_text("def kernel_function(x):\n    return x\n")
+    (kernel / "problem.py").write_text("class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
+    for i in range(count):
+        (kernel / "candidates" / f"{i:03}.py").write_text(f"def kernel_function(x):\n    return x * {i + 1} / {i + 1}\n")
+    return kernel
+
+
+def run_kactors(binary, work, name, strategy, kernel):
+    """`kactors run` of the strategy file text `strategy` on `kernel`, its run in runs-NAME under
+    `work`; the run's journal records."""
+    config = work / "configs"
+    config.mkdir(exist_ok=True)
+    (config / "measured.yaml").write_text(strategy)
+    runs = work / f"runs-{name}"
+    subprocess.run(
+        [binary, "run", "--strategy", "measured", "--config-dir", str(config), "--kernel-dir", str(kernel), "--run-dir", str(runs)],
+        check=True, stderr=subprocess.DEVNULL,
+    )
+    run = next(runs.iterdir())
+    return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
 
 
 def stamp(text):

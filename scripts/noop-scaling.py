@@ -9,14 +9,12 @@ journals.
 usage: python3 scripts/noop-scaling.py [KACTORS_BINARY [CANDIDATES]]   (from the repository root)
 """
 
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from journal_spans import busy_fractions, spans_by_device, stamp  # noqa: E402
+from journal_spans import busy_fractions, replay_kernel, run_kactors, spans_by_device, stamp  # noqa: E402
 
 binary = sys.argv[1] if len(sys.argv) > 1 else "target/release/kactors"
 EVAL_S = 0.2
@@ -37,20 +35,13 @@ def overlaps(spans):
 def measure(work, kernel, latency, search):
     rows = []
     for devices in (1, 2, 4, 8):
-        config = work / "configs"
-        config.mkdir(exist_ok=True)
-        (config / "scaling.yaml").write_text(
+        records = run_kactors(
+            binary, work, f"scaling-{search}-{latency}-{devices}",
             f"platform: noop\nprovider: replay\nstrategy: beam_search\nsearch: {search}\nmax_rounds: 1000\nmax_refinements: 0\n"
             f"noop_eval_s: {EVAL_S}\nreplay_latency_s: {latency}\nnum_workers: {devices}\n"
-            "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n"
+            "strategy_config:\n  num_top_kernels: 2\n  num_bottlenecks: 4\n",
+            kernel,
         )
-        runs = work / f"runs-{search}-{latency}-{devices}"
-        subprocess.run(
-            [binary, "run", "--strategy", "scaling", "--config-dir", str(config), "--kernel-dir", str(kernel), "--run-dir", str(runs)],
-            check=True, stderr=subprocess.DEVNULL,
-        )
-        run = next(runs.iterdir())
-        records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
         evaluated = [r for r in records if r["type"] == "candidate_finished" and r["candidate"] != 0 and r.get("duplicate_of") is None]
         # The search's work: from the first dispatch of a proposed candidate to the last
         # candidate's result (what comes before is the initial kernel and the first LLM round
@@ -72,13 +63,7 @@ def measure(work, kernel, latency, search):
 
 with tempfile.TemporaryDirectory() as work:
     work = Path(work)
-    kernel = work / "kernel"
-    (kernel / "candidates").mkdir(parents=True)
-    (kernel / "input.py").write_text("def kernel_function(x):\n    return x\n")
-    (kernel / "problem.py").write_text("class Model:\n    pass\ndef get_inputs():\n    return []\ndef get_init_inputs():\n    return []\n")
-    for i in range(CANDIDATES):
-        # Each a different token stream: variants differing only in comments are duplicates.
-        (kernel / "candidates" / f"{i:03}.py").write_text(f"def kernel_function(x):\n    return x * {i + 1} / {i + 1}\n")
+    kernel = replay_kernel(work, CANDIDATES)
     for latency in (10 * EVAL_S, 0.0):
         for search in ("rounds", "steady"):
             measure(work, kernel, latency, search)

@@ -63,6 +63,7 @@ fn search_config(pacing: Pacing, devices: u32, max_refinements: u32) -> SearchCo
         reflexions_in_flight: 8,
         generation: None,
         ensemble: Ensemble::default(),
+        overlap_rounds: true,
     }
 }
 

@@ -222,9 +222,8 @@ fn assert_nothing_done_twice(journal: &Journal) {
 
 /// Rounds of one parent and four proposals on two devices; requests for code go out one at a
 /// time and a failed candidate is not refined, so that the replay provider hands its files out
-/// in an order the run fixes. (With two parents their analyses race, and which parent's
-/// proposals get the next files depends on which analysis comes back first: a run left alone
-/// differs from itself.)
+/// in an order the run fixes. (A round's new parents send their proposals fastest first,
+/// whichever analysis comes back first: tests/overlap.rs has runs of two parents.)
 const ROUNDS: &str = "num_workers: 2\nmax_rounds: 3\nmax_refinements: 0\nmax_inflight: 1\n\
                       strategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 4\n";
 

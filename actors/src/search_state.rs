@@ -77,6 +77,9 @@ pub struct SearchConfig {
     pub generation: Option<Generation>,
     /// The models sharing the proposals, when the run has several (`models`).
     pub ensemble: Ensemble,
+    /// Rounds mode: a kernel certain to be a parent of the next round is profiled and analysed
+    /// before its round ends (`overlap_rounds`; see `pacing.rs` for why no result changes).
+    pub overlap_rounds: bool,
 }
 
 impl SearchConfig {
@@ -319,6 +322,9 @@ struct Core {
     restarting: BTreeSet<DeviceId>,
     /// Candidates planned whose first proposal is not answered yet.
     asking: BTreeSet<CandidateId>,
+    /// Rounds mode: the round's new parents, fastest first, that have not proposed yet; each
+    /// proposes only after those before it (`Rounds::start_round`).
+    new_parents: VecDeque<CandidateId>,
     /// Candidates that reached their end since the pacer last looked.
     settled: VecDeque<Settled>,
     requests: Requests,
@@ -380,6 +386,7 @@ impl SearchState {
                 retired: BTreeSet::new(),
                 restarting: BTreeSet::new(),
                 asking: BTreeSet::new(),
+                new_parents: VecDeque::new(),
                 settled: VecDeque::new(),
                 requests: Requests::default(),
                 pace: Pace::default(),

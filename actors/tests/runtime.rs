@@ -671,6 +671,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
                 reflexions_in_flight: 8,
                 generation: None,
                 ensemble: Ensemble::default(),
+                overlap_rounds: true,
             },
             step_deadline: Duration::from_secs(5),
             final_files: Vec::new(),

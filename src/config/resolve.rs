@@ -117,6 +117,9 @@ pub struct RunSettings {
     /// Early stop at the roofline: off by default on every platform (the ROCm review kept it off
     /// there); recorded in run.yaml either way.
     pub stop_at_roofline: bool,
+    /// Rounds mode: the next round's certain parents profiled and analysed before the round
+    /// ends (default true; a run with budget_usd never overlaps, whatever this says).
+    pub overlap_rounds: bool,
     pub launcher: LauncherRequest,
     /// The sandbox of candidate code: `required` unless the strategy says otherwise.
     pub sandbox: crate::sandbox::SandboxSetting,
@@ -175,6 +178,17 @@ impl RunSettings {
                 })
                 .collect(),
         )
+    }
+
+    /// Whether rounds overlap: as `overlap_rounds` says, except under a dollar budget, where an
+    /// analysis asked ahead spends before the round's last refinements are asked for and could
+    /// leave one of them refused that the run without the overlap sends.
+    pub fn overlaps_rounds(&self) -> bool {
+        self.overlap_rounds
+            && match &self.llm {
+                LlmChoice::Remote { keys, .. } => keys.budget_usd.is_none(),
+                LlmChoice::Replay { .. } => true,
+            }
     }
 
     /// How the Manager paces the search; a steady search keeps `max_inflight` proposals (the
@@ -511,6 +525,7 @@ pub fn resolve(
         profile_pass_timeout_s: config.profile_pass_timeout_s.unwrap_or(300.0),
         profile_budget_s: config.profile_budget_s.unwrap_or(900.0),
         stop_at_roofline: config.stop_at_roofline.unwrap_or(false),
+        overlap_rounds: config.overlap_rounds.unwrap_or(true),
         launcher: match config.launcher.as_deref() {
             Some("slurm") => LauncherRequest::Slurm,
             Some("auto") => LauncherRequest::Auto,
@@ -867,6 +882,23 @@ mod tests {
         )
         .unwrap();
         assert!(asked.stop_at_roofline);
+    }
+
+    #[test]
+    fn rounds_overlap_unless_turned_off_or_a_dollar_budget_is_set() {
+        let default = settings("", CliOverrides::default()).unwrap();
+        assert!(default.overlaps_rounds());
+        assert!(default.to_yaml().contains("overlap_rounds: true"));
+        let off = settings("overlap_rounds: false\n", CliOverrides::default()).unwrap();
+        assert!(!off.overlaps_rounds());
+        let budget = settings(
+            "model: gpt-5\nprovider: openai\nbudget_usd: 12.5\nprices:\n  gpt-5:\n    \
+             input_usd_per_mtok: 1.25\n    output_usd_per_mtok: 10\n",
+            CliOverrides::default(),
+        )
+        .unwrap();
+        assert!(budget.overlap_rounds);
+        assert!(!budget.overlaps_rounds());
     }
 
     #[test]

@@ -175,6 +175,9 @@ pub struct ConfigFile {
     pub profile_budget_s: Option<f64>,
     /// End the run once the best kernel is at its roofline; off unless set.
     pub stop_at_roofline: Option<bool>,
+    /// Rounds mode: prepare the next round's certain parents before the round ends; on unless
+    /// set false.
+    pub overlap_rounds: Option<bool>,
     /// Where the devices' processes run: `local`, `slurm` or `auto`.
     pub launcher: Option<String>,
     /// How much of the sandbox for candidate code a run insists on (issue 19).
@@ -222,6 +225,7 @@ pub const TOP_LEVEL_KEYS: &[&str] = &[
     "profile_pass_timeout_s",
     "profile_budget_s",
     "stop_at_roofline",
+    "overlap_rounds",
     "launcher",
     "sandbox",
     "agent_timeout_s",
@@ -823,6 +827,9 @@ pub fn parse_config(file: &str, text: &str) -> Result<ConfigFile, ConfigError> {
             }
             "stop_at_roofline" => {
                 config.stop_at_roofline = Some(reader.value(key, value, "true or false")?)
+            }
+            "overlap_rounds" => {
+                config.overlap_rounds = Some(reader.value(key, value, "true or false")?)
             }
             "stop_evaluator_for_profile" => {
                 config.stop_evaluator_for_profile =

@@ -11,7 +11,7 @@ use crate::journal::{BeamMember, Event, RoundSummary, RunOutcome};
 use crate::model::{CandidateId, DeviceId, RankedKernel};
 use crate::search::{Beam, Pacing, SearchKind, SteadyPlan, device_for, plan_round, virtual_round};
 
-use super::{Core, Decision, Out, Resolution, SearchConfig, Settled};
+use super::{Core, Decision, Out, Phase, Resolution, SearchConfig, Settled};
 
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Pacer {
@@ -167,10 +167,11 @@ impl Pacer {
     }
 
     /// Plans what there is room for and ends the search when nothing is left (steady search;
-    /// rounds move on as their candidates settle).
+    /// rounds move on as their candidates settle, and prepare the next round's certain parents).
     pub(super) fn advance(&mut self, core: &mut Core, out: &mut Out) {
-        if let Pacer::Steady(steady) = self {
-            steady.advance(core, out);
+        match self {
+            Pacer::Rounds(rounds) => rounds.prepare_certain_parents(core, out),
+            Pacer::Steady(steady) => steady.advance(core, out),
         }
     }
 
@@ -260,6 +261,24 @@ fn stop_reason(core: &Core, stale_rounds: u32) -> Option<String> {
     }
 }
 
+/// Whether the references an analysis prompt carries are final: both timed (or failed to), or
+/// not timed in this run.
+fn references_settled(core: &Core) -> bool {
+    !core.config.time_references || core.references_recorded.len() == 2
+}
+
+/// Generation's seeds still being written or evaluated: a seed that passes after the first beam
+/// competes in the round under way.
+fn seeds_unresolved(core: &Core) -> usize {
+    if core.config.generation.is_none() {
+        return 0;
+    }
+    core.candidates
+        .values()
+        .filter(|candidate| candidate.seed && candidate.phase != Phase::Resolved)
+        .count()
+}
+
 impl Rounds {
     fn start_round(&mut self, core: &mut Core, number: u32, out: &mut Out) {
         let parents: Vec<CandidateId> = core
@@ -288,8 +307,81 @@ impl Rounds {
         for candidate in planned {
             core.plan(candidate, number, out);
         }
-        for parent in parents {
+        // The parents of earlier rounds propose at once, and only then the new ones, whose
+        // preparation starts now (or started ahead, `prepare_certain_parents`), fastest first:
+        // their requests for code come in the order they would without the overlap, which the
+        // replay provider answers by.
+        let (earlier, new): (Vec<CandidateId>, Vec<CandidateId>) = parents
+            .into_iter()
+            .partition(|parent| core.parents.get(parent).is_some_and(|p| p.round < number));
+        core.new_parents = new.iter().copied().collect();
+        for parent in earlier.into_iter().chain(new) {
             core.prepare_parent(parent, out);
+        }
+    }
+
+    /// Overlap of rounds (issue 23): profiles and analyses, ahead of the next round, every
+    /// verified kernel certain to be one of its expanded parents, so that their proposals can go
+    /// out as soon as the round ends instead of an analysis (and a profile) later.
+    ///
+    /// A kernel is certain to be among the next round's first P parents (P = the beam's width,
+    /// or num_expanding_parents) once the kernels known to rank before it in the beam the round
+    /// would end with now, plus the candidates still unresolved (the round's, and seeds that may
+    /// still pass), are fewer than P: each unresolved one can push it down one place at most,
+    /// and nothing pushes it out otherwise. Its analysis is the one the round's end would ask
+    /// for, word for word: the same round and request id, its profile, the references (both
+    /// timed before, or not timed in this run), and M bottlenecks, since the beam it would end
+    /// with now already holds P kernels, so every expanded parent of the next round gets M
+    /// proposals (a round that max_candidates cuts short gives its last parents fewer: no
+    /// overlap before one). Proposals are never asked ahead: their prompt carries the best time
+    /// so far, which the round's last result can still change, and their requests for code
+    /// must follow the round's last refinements, which the replay provider answers by order.
+    /// Candidates are numbered, placed and assigned their model at the round's end as without
+    /// the overlap, so ids, rounds, bottlenecks and models are unchanged; and their requests go
+    /// out in the order they would without it (the earlier rounds' parents' first, then the new
+    /// ones', fastest first: `start_round`, `Core::held_back`), so each gets the same replay
+    /// file. An analysis carries no lessons, so reflexions answered meanwhile change nothing.
+    ///
+    /// No overlap where preparing ahead could change what a round's end decides: when the
+    /// search stops taking proposals, after the last round, and under stop_at_roofline (the
+    /// roofline stop is decided when the beam's best's profile comes back, after the round's
+    /// end). Runs with a dollar budget have it off (`overlap_rounds`): an analysis asked ahead
+    /// spends before the round's last refinements are asked for.
+    fn prepare_certain_parents(&self, core: &mut Core, out: &mut Out) {
+        let search = core.config.search;
+        let next = self.round.number + 1;
+        let next_full = self.next_id + u64::from(search.candidates_per_round()) <= self.last_id + 1;
+        if !core.config.overlap_rounds
+            || core.config.stop_at_roofline
+            || self.round.number == 0
+            || self.round.outstanding == 0
+            || next > search.max_rounds
+            || !next_full
+            || core.finished.is_some()
+            || core.llm_closed()
+            || !references_settled(core)
+        {
+            return;
+        }
+        let expanded = search.expanding_parents() as usize;
+        let unresolved = self.round.outstanding + seeds_unresolved(core);
+        if unresolved >= expanded {
+            return;
+        }
+        let Some(mut beam) = core.beam.clone() else {
+            return;
+        };
+        beam.absorb(self.round.results.clone());
+        if beam.members().len() < expanded {
+            return;
+        }
+        let certain: Vec<CandidateId> = beam.members()[..expanded - unresolved]
+            .iter()
+            .map(|kernel| kernel.id)
+            .filter(|id| !core.parents.contains_key(id))
+            .collect();
+        for id in certain {
+            core.prepare_ahead(id, next, out);
         }
     }
 

@@ -72,7 +72,8 @@ impl Core {
     }
 
     /// Starts a kernel's preparation before any candidate is planned from it (steady search, as
-    /// soon as it joins the beam), so that proposals from it need not wait.
+    /// soon as it joins the beam; rounds, once it is certain to be a parent of `round`), so that
+    /// proposals from it need not wait.
     pub(super) fn prepare_ahead(&mut self, id: CandidateId, round: u32, out: &mut Out) {
         let parent = self.parents.entry(id).or_default();
         if parent.profile.is_none()
@@ -96,13 +97,19 @@ impl Core {
     }
 
     /// How many proposals a parent gets, each on a bottleneck of its own: those waiting for it
-    /// in rounds (K × C candidates to a bottleneck); in steady search one per bottleneck (its
-    /// proposals cycle over them).
+    /// in rounds (K × C candidates to a bottleneck), M for one prepared ahead of its round (the
+    /// overlap prepares only parents of a full round, where every expanded parent gets M); in
+    /// steady search one per bottleneck (its proposals cycle over them).
     fn proposals_per_parent(&self, id: CandidateId) -> u32 {
         match self.config.pacing {
             Pacing::Rounds => {
-                let waiting = self.parents.get(&id).map_or(0, |p| p.waiting.len()) as u32;
-                waiting.div_ceil(self.config.search.per_bottleneck())
+                let Some(parent) = self.parents.get(&id) else {
+                    return 0;
+                };
+                if parent.round > self.beam_round + 1 {
+                    return self.config.search.num_bottlenecks;
+                }
+                (parent.waiting.len() as u32).div_ceil(self.config.search.per_bottleneck())
             }
             Pacing::Steady { .. } => self.config.search.num_bottlenecks,
         }
@@ -165,6 +172,9 @@ impl Core {
     }
 
     fn propose_waiting(&mut self, id: CandidateId, out: &mut Out) {
+        if self.held_back(id) {
+            return;
+        }
         let proposals = self.proposals_per_parent(id);
         let waiting = self
             .parents
@@ -174,6 +184,20 @@ impl Core {
         for candidate in waiting {
             self.propose(candidate, proposals, out);
         }
+        self.new_parents.retain(|parent| *parent != id);
+        if let Some(next) = self.new_parents.front().copied()
+            && self.parent_ready(next)
+        {
+            self.propose_waiting(next, out);
+        }
+    }
+
+    /// Whether a new parent of the round waits for the new parents before it in the beam: the
+    /// replay provider hands its files out in the order requests for code are sent, so new
+    /// parents send their proposals fastest first, whichever analysis comes back first (or
+    /// was asked for ahead of the round). Without this, a round's two new parents raced.
+    fn held_back(&self, id: CandidateId) -> bool {
+        self.new_parents.contains(&id) && self.new_parents.front() != Some(&id)
     }
 
     /// Asks for the code of one planned candidate; `proposals` is how many its parent gets.

@@ -27,6 +27,7 @@ fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchCo
         reflexions_in_flight: 8,
         generation: None,
         ensemble: Ensemble::default(),
+        overlap_rounds: true,
     }
 }
 
@@ -235,36 +236,40 @@ fn check(config: SearchConfig, steps: &[(Event, &str)]) -> SearchState {
 
 #[test]
 fn round_one_plans_n_times_m_candidates_round_robin_and_asks_for_the_parent_analysis_first() {
-    check(
-        config(2, 2, 1, 3, Pacing::Rounds),
-        &[
-            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
-            (
-                verified(0, 0, 8.0),
-                "0 finished at 8 ms
-                 best is now 0 (8 ms)
-                 round 1 starts from [CandidateId(0)]
-                 planned 1 in round 1 from 0 (proposal 0) on 1
-                 planned 2 in round 1 from 0 (proposal 1) on 2
-                 planned 3 in round 1 from 0 (proposal 2) on 0
-                 planned 4 in round 1 from 0 (proposal 3) on 1
-                 journal request r1-c0-analysis
-                 ask for 4 bottlenecks of 0",
-            ),
-            (
-                analysed(0, 1, &["memory", "launch"]),
-                "journal request r1-c1
-                 ask for 1 from 0 (proposal 0 of 4, bottleneck Some(\"memory\"))
-                 journal request r1-c2
-                 ask for 2 from 0 (proposal 1 of 4, bottleneck Some(\"launch\"))
-                 journal request r1-c3
-                 ask for 3 from 0 (proposal 2 of 4, bottleneck None)
-                 journal request r1-c4
-                 ask for 4 from 0 (proposal 3 of 4, bottleneck None)",
-            ),
-            (code(1, 1, "k1"), "evaluate 1 on 1, attempt 0: k1"),
-        ],
-    );
+    let mut steps = round_one_asked_on_three_devices();
+    steps.push((code(1, 1, "k1"), "evaluate 1 on 1, attempt 0: k1"));
+    check(config(2, 2, 1, 3, Pacing::Rounds), &steps);
+}
+
+/// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), its
+/// analysis in and their proposals asked for.
+fn round_one_asked_on_three_devices() -> Vec<(Event, &'static str)> {
+    vec![
+        (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+        (
+            verified(0, 0, 8.0),
+            "0 finished at 8 ms
+             best is now 0 (8 ms)
+             round 1 starts from [CandidateId(0)]
+             planned 1 in round 1 from 0 (proposal 0) on 1
+             planned 2 in round 1 from 0 (proposal 1) on 2
+             planned 3 in round 1 from 0 (proposal 2) on 0
+             planned 4 in round 1 from 0 (proposal 3) on 1
+             journal request r1-c0-analysis
+             ask for 4 bottlenecks of 0",
+        ),
+        (
+            analysed(0, 1, &["memory", "launch"]),
+            "journal request r1-c1
+             ask for 1 from 0 (proposal 0 of 4, bottleneck Some(\"memory\"))
+             journal request r1-c2
+             ask for 2 from 0 (proposal 1 of 4, bottleneck Some(\"launch\"))
+             journal request r1-c3
+             ask for 3 from 0 (proposal 2 of 4, bottleneck None)
+             journal request r1-c4
+             ask for 4 from 0 (proposal 3 of 4, bottleneck None)",
+        ),
+    ]
 }
 
 fn one_proposal(max_refinements: u32) -> SearchConfig {
@@ -1550,4 +1555,126 @@ fn the_finale_checks_the_initial_kernel_then_a_best_the_beam_lacks_then_the_beam
         SearchState::new(one_proposal(0)).finale_kernels(initial.clone(), initial);
     assert_eq!(ids(&without_profiles.kernels), [0]);
     assert!(without_profiles.unprofiled.is_empty(), "profiling is off");
+}
+
+/// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
+/// on its device with its code, the first two verified (5 and 9 ms).
+fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {
+    let mut steps = round_one_asked_on_three_devices();
+    steps.extend([
+        (code(1, 1, "k1"), "evaluate 1 on 1, attempt 0: k1"),
+        (code(2, 2, "k2"), "evaluate 2 on 2, attempt 0: k2"),
+        (code(3, 0, "k3"), "evaluate 3 on 0, attempt 0: k3"),
+        (code(4, 1, "k4"), "evaluate 4 on 1, attempt 0: k4"),
+        (
+            verified(1, 1, 5.0),
+            "1 finished at 5 ms
+             best is now 1 (5 ms)
+             journal request r1-c1-reflexion
+             ask what 1 taught",
+        ),
+        (
+            verified(2, 2, 9.0),
+            "2 finished at 9 ms
+             journal request r1-c2-reflexion
+             ask what 2 taught",
+        ),
+    ]);
+    steps
+}
+
+/// Issue 23: once the kernels known to rank before a verified kernel, plus the round's
+/// candidates still out, are fewer than the beam's width, it is a parent of the next round
+/// whatever they do: its analysis goes out before the round ends, as the round's end would ask
+/// for it, and its proposals as soon as the round ends, after those of the parents prepared in
+/// earlier rounds, as they would without the overlap. A kernel the last candidate can still push
+/// out waits for the round's end.
+#[test]
+fn in_rounds_a_kernel_certain_to_be_a_parent_of_the_next_round_is_analysed_before_the_round_ends() {
+    let mut steps = round_one_with_two_of_four_results();
+    steps.extend([
+        // 0 kernels before 1, and one candidate out: 1 is a parent of round 2. 3 is not
+        // (4 may still come before both).
+        (
+            verified(3, 0, 7.0),
+            "3 finished at 7 ms
+             journal request r1-c3-reflexion
+             ask what 3 taught
+             journal request r2-c1-analysis
+             ask for 2 bottlenecks of 1",
+        ),
+        (analysed(1, 2, &["memory", "launch"]), ""),
+        (
+            verified(4, 1, 6.0),
+            "4 finished at 6 ms
+             journal request r1-c4-reflexion
+             ask what 4 taught
+             beam after round 1: [1, 4]
+             round 1 done: 4 proposed, 4 verified, 0 failed, 0 duplicates
+             round 2 starts from [CandidateId(1), CandidateId(4)]
+             planned 5 in round 2 from 1 (proposal 0) on 2
+             planned 6 in round 2 from 1 (proposal 1) on 0
+             planned 7 in round 2 from 4 (proposal 0) on 1
+             planned 8 in round 2 from 4 (proposal 1) on 2
+             journal request r2-c5
+             ask for 5 from 1 (proposal 0 of 2, bottleneck Some(\"memory\"))
+             journal request r2-c6
+             ask for 6 from 1 (proposal 1 of 2, bottleneck Some(\"launch\"))
+             journal request r2-c4-analysis
+             ask for 2 bottlenecks of 4
+             remove the caches of 2
+             remove the caches of 3",
+        ),
+    ]);
+    check(config(2, 2, 2, 3, Pacing::Rounds), &steps);
+}
+
+/// Issue 23: a parent analysed ahead of its round proposes after the round's faster new parents,
+/// as their analyses, asked for together at the round's start, would have it without the
+/// overlap (the replay provider hands its files out in the order requests for code are sent).
+#[test]
+fn in_rounds_a_parent_analysed_ahead_proposes_after_the_faster_new_parents_of_its_round() {
+    let mut steps = round_one_with_two_of_four_results();
+    steps.extend([
+        (
+            verified(3, 0, 9.5),
+            "3 finished at 9.5 ms
+             journal request r1-c3-reflexion
+             ask what 3 taught
+             journal request r2-c1-analysis
+             ask for 2 bottlenecks of 1",
+        ),
+        (analysed(1, 2, &["memory", "launch"]), ""),
+        // 4 comes before 1: 1, ready, waits for 4's analysis.
+        (
+            verified(4, 1, 4.0),
+            "4 finished at 4 ms
+             best is now 4 (4 ms)
+             journal request r1-c4-reflexion
+             ask what 4 taught
+             beam after round 1: [4, 1]
+             round 1 done: 4 proposed, 4 verified, 0 failed, 0 duplicates
+             round 2 starts from [CandidateId(4), CandidateId(1)]
+             planned 5 in round 2 from 4 (proposal 0) on 2
+             planned 6 in round 2 from 4 (proposal 1) on 0
+             planned 7 in round 2 from 1 (proposal 0) on 1
+             planned 8 in round 2 from 1 (proposal 1) on 2
+             journal request r2-c4-analysis
+             ask for 2 bottlenecks of 4
+             remove the caches of 2
+             remove the caches of 3",
+        ),
+        (
+            analysed(4, 2, &["memory", "launch"]),
+            "journal request r2-c5
+             ask for 5 from 4 (proposal 0 of 2, bottleneck Some(\"memory\"))
+             journal request r2-c6
+             ask for 6 from 4 (proposal 1 of 2, bottleneck Some(\"launch\"))
+             journal request r2-c7
+             ask for 7 from 1 (proposal 0 of 2, bottleneck Some(\"memory\"))
+             journal request r2-c8
+             ask for 8 from 1 (proposal 1 of 2, bottleneck Some(\"launch\"))",
+        ),
+    ]);
+    check(config(2, 2, 2, 3, Pacing::Rounds), &steps);
 }

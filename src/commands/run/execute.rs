@@ -446,6 +446,7 @@ pub(crate) fn execute(
                 },
             }),
             ensemble: settings.ensemble(),
+            overlap_rounds: settings.overlaps_rounds(),
         },
         step_deadline: settings.test_timeout(selected_platform.vendor()),
         final_files: final_files(&kernel.root),

@@ -188,13 +188,33 @@ impl RecordedRun {
     }
 }
 
-/// Where `now` differs from `recorded`, one line per setting: `max_rounds: 3, now 5`.
+/// Where `now` differs from `recorded`, one line per setting: `max_rounds: 3, now 5`. run.yaml
+/// holds every setting resolved, so a top-level setting it lacks is one the kactors that
+/// started the run did not have (`overlap_rounds`, say): the run goes on with its value now,
+/// and that is no change. Inside a setting (strategy_config, platform_kwargs) an absent key is
+/// the user's doing, and named.
 pub(crate) fn settings_changes(
     recorded: &serde_yaml::Value,
     now: &serde_yaml::Value,
 ) -> Vec<String> {
     let mut changes = Vec::new();
-    compare("", recorded, now, &mut changes);
+    match (recorded, now) {
+        (serde_yaml::Value::Mapping(was), serde_yaml::Value::Mapping(now)) => {
+            let recorded_too = |key: &&serde_yaml::Value| was.contains_key(*key);
+            let kept: serde_yaml::Mapping = now
+                .iter()
+                .filter(|(key, _)| recorded_too(key))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            compare(
+                "",
+                recorded,
+                &serde_yaml::Value::Mapping(kept),
+                &mut changes,
+            );
+        }
+        _ => compare("", recorded, now, &mut changes),
+    }
     changes
 }
 
@@ -240,16 +260,25 @@ mod tests {
     fn a_changed_setting_is_named_with_both_values() {
         let recorded = yaml("max_rounds: 3\nsearch:\n  kind: beam\n  n: 2\nllm:\n  model: a\n");
         let now =
-            yaml("max_rounds: 5\nsearch:\n  kind: beam\n  n: 4\nllm:\n  model: a\nextra: 1\n");
+            yaml("max_rounds: 5\nsearch:\n  kind: beam\n  n: 4\n  extra: 2\nllm:\n  model: a\n");
         assert_eq!(
             settings_changes(&recorded, &now),
             [
                 "max_rounds: 3, now 5",
                 "search.n: 2, now 4",
-                "extra: null, now 1"
+                "search.extra: null, now 2"
             ]
         );
         assert!(settings_changes(&recorded, &recorded).is_empty());
+    }
+
+    /// A run started by a kactors without a setting (overlap_rounds came later) resumes with
+    /// the setting's value now: its run.yaml, every setting resolved, lacks only such ones.
+    #[test]
+    fn a_setting_newer_than_the_run_is_no_change() {
+        let recorded = yaml("max_rounds: 3\n");
+        let now = yaml("max_rounds: 3\noverlap_rounds: true\n");
+        assert!(settings_changes(&recorded, &now).is_empty());
     }
 
     #[test]

@@ -301,6 +301,10 @@ struct Core {
     reference: ReferenceTimes,
     /// Which references have their record: a resume times the others again.
     references_recorded: BTreeSet<Reference>,
+    /// PyTorch's references are to be timed on this device once the first request after the
+    /// first beam is out: there they would hold back that beam's first profile, which the first
+    /// request waits for (issue 23).
+    references_due: Option<DeviceId>,
     /// Each kernel evaluated (its token stream's key: comments and spacing aside), and the
     /// candidate that brought it first.
     evaluated_sources: HashMap<String, CandidateId>,
@@ -370,6 +374,7 @@ impl SearchState {
                 previous_errors: BTreeMap::new(),
                 reference: ReferenceTimes::default(),
                 references_recorded: BTreeSet::new(),
+                references_due: None,
                 evaluated_sources: HashMap::new(),
                 verified_ms: BTreeMap::new(),
                 device_load,

@@ -418,11 +418,7 @@ impl Core {
                     kernel.clone(),
                     self.config.search.num_top_kernels,
                 ));
-                if self.config.time_references {
-                    out.push(Decision::TimeReferences {
-                        device: device_for(CandidateId(1), &self.live_devices()),
-                    });
-                }
+                self.references_after_first_beam();
             }
             Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => self.finish(
                 RunOutcome::Failed,
@@ -430,6 +426,20 @@ impl Core {
                 out,
             ),
             Resolution::Duplicate(_) | Resolution::NotProposed => {}
+        }
+    }
+
+    /// PyTorch's references, once the first beam is made: timed after the first request that
+    /// follows, never before it (issue 23). On one device they would otherwise hold back the
+    /// first parent's profile, which that request waits for; its prompt goes without them, and
+    /// later prompts carry them.
+    pub(super) fn references_after_first_beam(&mut self) {
+        if self.config.time_references {
+            let device = device_for(
+                CandidateId(self.config.first_search_id()),
+                &self.live_devices(),
+            );
+            self.references_due = Some(device);
         }
     }
 

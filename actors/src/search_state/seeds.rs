@@ -186,14 +186,7 @@ impl Core {
         }
         out.push(Decision::Record(beam_updated(0, &beam)));
         self.beam = Some(beam);
-        if self.config.time_references {
-            out.push(Decision::TimeReferences {
-                device: device_for(
-                    CandidateId(self.config.first_search_id()),
-                    &self.live_devices(),
-                ),
-            });
-        }
+        self.references_after_first_beam();
         true
     }
 }

@@ -1241,3 +1241,150 @@ fn a_seeds_evaluator_that_cannot_start_refuses_the_run_only_before_anything_was_
         "{reason}"
     );
 }
+
+/// Issue 23: one device, parents profiled, references timed.
+fn starting_up(pacing: Pacing) -> SearchConfig {
+    SearchConfig {
+        profile_parents: true,
+        time_references: true,
+        ..config(1, 2, 2, 1, pacing)
+    }
+}
+
+#[test]
+fn in_rounds_the_initial_kernel_is_profiled_before_the_references_which_follow_the_first_request() {
+    check(
+        starting_up(Pacing::Rounds),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0
+                 planned 2 in round 1 from 0 (proposal 1) on 0
+                 profile 0 on 0",
+            ),
+            (
+                profiled(0),
+                "journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 time references on 0",
+            ),
+            (
+                analysed(0, 1, &["memory", "launch"]),
+                "journal request r1-c1
+                 ask for 1 from 0 (proposal 0 of 2, bottleneck Some(\"memory\"))
+                 journal request r1-c2
+                 ask for 2 from 0 (proposal 1 of 2, bottleneck Some(\"launch\"))",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn in_steady_search_the_initial_kernel_is_profiled_before_the_references_which_follow_the_first_request()
+ {
+    check(
+        starting_up(Pacing::Steady { max_inflight: 1 }),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 profile 0 on 0
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0",
+            ),
+            (
+                profiled(0),
+                "journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 time references on 0",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn without_profiling_the_references_follow_the_first_analysis_request() {
+    let unprofiled = SearchConfig {
+        profile_parents: false,
+        ..starting_up(Pacing::Rounds)
+    };
+    check(
+        unprofiled,
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0
+                 planned 2 in round 1 from 0 (proposal 1) on 0
+                 journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 time references on 0",
+            ),
+        ],
+    );
+}
+
+/// What a resume of a journal cut after `inputs` decides to time: the references it lacks, once.
+fn references_on_resume(inputs: &[Event], timed: &[Reference]) -> Vec<String> {
+    let config = starting_up(Pacing::Rounds);
+    let mut live = SearchState::new(config.clone());
+    let mut journal = Vec::new();
+    for input in inputs {
+        let decisions = live.apply(input);
+        journal.push(input.clone());
+        journal.extend(decisions.into_iter().filter_map(|decision| match decision {
+            Decision::Record(record) => Some(record),
+            _ => None,
+        }));
+    }
+    for which in timed {
+        journal.push(Event::ReferenceTimed {
+            device: DeviceId(0),
+            which: *which,
+            time_ms: Some(3.0),
+            provenance: Some(Provenance::Measured),
+            error: None,
+        });
+    }
+    let mut resumed = SearchState::rebuild(config, &journal);
+    let (_, decisions) = resumed.resume(&BTreeSet::new());
+    decisions
+        .iter()
+        .map(describe)
+        .filter(|line| line.starts_with("time references") || line.starts_with("profile"))
+        .collect()
+}
+
+#[test]
+fn a_resume_times_the_references_it_lacks_and_leaves_them_after_the_first_request_if_none_was_out()
+{
+    let to_profile = [started("k0"), verified(0, 0, 8.0)];
+    // The death came during the initial kernel's profile: it runs again, the references wait.
+    assert_eq!(references_on_resume(&to_profile, &[]), ["profile 0 on 0"]);
+    let asked = [started("k0"), verified(0, 0, 8.0), profiled(0)];
+    // The first request was out and the references were not timed, or only one of them.
+    assert_eq!(references_on_resume(&asked, &[]), ["time references on 0"]);
+    assert_eq!(
+        references_on_resume(&asked, &[Reference::Eager]),
+        ["time references on 0"]
+    );
+    assert!(references_on_resume(&asked, &[Reference::Eager, Reference::Compile]).is_empty());
+    // After the resume's profile, the first request takes the references with it.
+    let config = starting_up(Pacing::Rounds);
+    let mut resumed = SearchState::rebuild(config, &to_profile);
+    let _ = resumed.resume(&BTreeSet::new());
+    let after: Vec<String> = resumed.apply(&profiled(0)).iter().map(describe).collect();
+    assert_eq!(
+        after.last().map(String::as_str),
+        Some("time references on 0")
+    );
+}

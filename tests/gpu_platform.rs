@@ -635,3 +635,74 @@ fn every_visible_gpu_is_used_unless_num_workers_says_otherwise() {
         "{stderr}"
     );
 }
+
+/// Issue 23: on one device the start-up goes evaluation, profile, first request, references,
+/// in rounds and in steady search; the steps before the actors are journaled, and report.md
+/// draws the start-up.
+#[test]
+fn the_initial_kernel_is_profiled_then_asked_about_and_the_references_are_timed_after() {
+    for pacing in ["", "search: steady\n"] {
+        let node = Node::new(&[(
+            "01.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        )])
+        .with_strategy(&format!(
+            "platform: nvidia\nprovider: replay\nnum_workers: 1\ntest_timeout_s: 5\nkill_grace_s: 0.3\nmax_rounds: 1\nmax_refinements: 0\n{pacing}platform_kwargs:\n  ncu_bin_path: {}\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n",
+            support::fixtures().join("nvidia/fake-ncu").display()
+        ));
+        // The profiled wrapper's measured call launches what the stand-in's verification did.
+        let output = node
+            .run_command()
+            .env("STANDIN_KERNELS", r#"["standin_kernel"]"#)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let run = node.run_dir();
+        let records = journal(&run);
+        let position = |what: &str, test: &dyn Fn(&Value) -> bool| {
+            records
+                .iter()
+                .position(|r| test(r))
+                .unwrap_or_else(|| panic!("{pacing:?}: no {what} in {records:#?}"))
+        };
+        let step_started = |step: &'static str| {
+            move |r: &Value| r["type"] == "step_started" && r["step"] == step && r["candidate"] == 0
+        };
+        let evaluated = position("initial evaluation", &|r: &Value| {
+            r["type"] == "evaluated" && r["candidate"] == 0
+        });
+        let profile = position("initial profile", &step_started("profile"));
+        let profiled = position("initial profile's record", &|r: &Value| {
+            r["type"] == "profile_recorded" && r["candidate"] == 0
+        });
+        let first_request = position("first request", &|r: &Value| {
+            r["type"] == "analysis_requested" || r["type"] == "proposal_requested"
+        });
+        let references = position("references", &step_started("reference"));
+        assert!(
+            evaluated < profile && profiled < first_request && first_request < references,
+            "{pacing:?}: evaluated {evaluated}, profile {profile}, profiled {profiled}, first \
+             request {first_request}, references {references}"
+        );
+        assert_eq!(records[first_request]["type"], "analysis_requested");
+        let steps: Vec<&str> = records
+            .iter()
+            .filter(|r| r["type"] == "startup_step")
+            .map(|r| r["step"].as_str().unwrap())
+            .collect();
+        assert_eq!(steps, ["launch", "preflight"], "{pacing:?}");
+        assert_eq!(
+            records[1]["type"], "startup_step",
+            "right after run_started"
+        );
+        assert_report_says(
+            &run,
+            &[
+                "## Start-up",
+                "The first LLM request went out ",
+                "| the initial kernel's profile | ",
+                "| PyTorch's references (eager, torch.compile) | ",
+            ],
+        );
+    }
+}

@@ -66,6 +66,37 @@ pub enum ReplyOutcome {
     Cancelled,
 }
 
+/// The start-up's steps before the actors run, which `startup_step` records time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartupStepName {
+    /// From the command's start to the actors' start: settings, kernel directory, devices, the
+    /// preflight, the run directory, the platform's ports.
+    Launch,
+    /// `kactors check`'s checks, within the launch.
+    Preflight,
+}
+
+/// A time field written as the journal's `t` is (`format_utc_millis`).
+mod utc_stamp {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::format_utc_millis(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SystemTime, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        super::parse_utc_millis(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a UTC time such as 2026-12-02T10:35:44.123Z"
+            ))
+        })
+    }
+}
+
 /// How an evaluation attempt of a candidate ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -458,6 +489,15 @@ pub enum Event {
         /// peak bandwidth, or why there is none. Absent on noop and in older journals.
         #[serde(default)]
         floor: Option<Floor>,
+    },
+    /// A step of a new run's start-up that no other record times (issue 23), stamped with its
+    /// own times, which come before the record's `t`: journaled right after `run_started`.
+    StartupStep {
+        step: StartupStepName,
+        #[serde(with = "utc_stamp")]
+        started: SystemTime,
+        #[serde(with = "utc_stamp")]
+        ended: SystemTime,
     },
     /// The end of a run that ended as planned: a kernel of the final beam, the initial kernel or
     /// a PyTorch reference timed again in one fresh evaluator, interleaved, `pass` 1 and 2.

@@ -10,6 +10,7 @@ mod markdown;
 mod models;
 mod plots;
 mod source;
+mod startup;
 mod svg;
 #[cfg(test)]
 mod tests;
@@ -213,6 +214,8 @@ pub struct RunSummary {
     verification: verification::Verification,
     /// What each model did, in a run of several.
     models: models::Models,
+    /// The run's start-up, up to its first request and PyTorch's references.
+    startup: startup::Startup,
 }
 
 /// report.md and report.html of one moment of a run.
@@ -273,6 +276,7 @@ impl RunSummary {
         self.observe_downtime(record, before);
         self.verification.observe(&record.event);
         self.models.observe(&record.event);
+        self.startup.observe(record);
         match &record.event {
             Event::CandidateFinished {
                 candidate,

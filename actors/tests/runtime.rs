@@ -657,6 +657,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             initial_source: scenario.initial.into(),
             sandbox: None,
         },
+        startup: Vec::new(),
         manager: ManagerSettings {
             search: scenario.search,
             pacing: scenario.pacing,

@@ -121,6 +121,7 @@ impl RunSummary {
         for (key, value) in &self.configuration {
             let _ = writeln!(out, "- {key}: {value}");
         }
+        self.startup.render(&mut out);
         self.render_generation(&mut out);
         let _ = writeln!(out, "\n## Rounds\n");
         let _ = writeln!(

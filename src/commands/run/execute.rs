@@ -6,10 +6,10 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use actix::Actor;
-use actors::journal::{Event, History, JournalRecord};
+use actors::journal::{Event, History, JournalRecord, StartupStepName};
 use actors::manager::{ManagerSettings, Resume};
 use actors::model::KernelSource;
 use actors::ports::{LlmProvider, LlmReply};
@@ -50,6 +50,8 @@ pub(crate) struct Launch {
     pub kernel: KernelDir,
     pub placement: Placement,
     pub preflight: CheckReport,
+    /// When the command began resolving the run: the start-up's first moment.
+    pub began: SystemTime,
     /// What earlier processes already spent of max_time: a resumed run's, or the runs of
     /// `--strategy all` before this one.
     pub time_spent: Duration,
@@ -87,6 +89,7 @@ impl Launch {
         run_parent: &Path,
         spent: &Spent,
     ) -> Result<Launch, CommandError> {
+        let began = SystemTime::now();
         let settings = load_strategy(
             &invocation.config_dir(),
             &invocation.strategy,
@@ -134,6 +137,7 @@ impl Launch {
             kernel,
             placement,
             preflight,
+            began,
             time_spent: spent.time,
             system,
             llm,
@@ -439,6 +443,7 @@ pub(crate) fn execute(
         max_inflight,
         prompts,
         preflight,
+        began,
         ..
     } = launch;
     let run_root = run_dir.root().to_path_buf();
@@ -502,8 +507,15 @@ pub(crate) fn execute(
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
         ensemble: settings.ensemble(),
     };
+    // A resumed run's start-up is not the run's: only a new run journals its own.
+    let startup = if continuation.is_none() {
+        startup_steps(began, &preflight)
+    } else {
+        Vec::new()
+    };
     let plan = RunPlan {
         started,
+        startup,
         resume: continuation.map(|c| c.into_resume(&manager, &run_root)),
         manager,
         max_inflight,
@@ -588,6 +600,24 @@ pub(crate) fn execute(
 
 /// Whether every evaluator writes only in a bounded scratch of its own: the sandbox's limits
 /// are there on this machine (on each node, under Slurm).
+/// The `startup_step` records of what ran before the actors: the launch until now, and the
+/// preflight within it.
+fn startup_steps(began: SystemTime, preflight: &CheckReport) -> Vec<Event> {
+    let mut steps = vec![Event::StartupStep {
+        step: StartupStepName::Launch,
+        started: began,
+        ended: SystemTime::now(),
+    }];
+    if let Some((started, ended)) = preflight.ran {
+        steps.push(Event::StartupStep {
+            step: StartupStepName::Preflight,
+            started,
+            ended,
+        });
+    }
+    steps
+}
+
 fn scratch_is_bounded(preflight: &CheckReport) -> bool {
     let mut limits = preflight
         .lines()

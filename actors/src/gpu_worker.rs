@@ -2,7 +2,9 @@
 //! on that GPU (verification, timing, profiling) goes through it one message at a time: its
 //! handlers are atomic, so a profile never overlaps a timing on the same device.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use actix::prelude::*;
 use tokio::sync::watch;
@@ -10,7 +12,8 @@ use tokio::sync::watch;
 use crate::collector::{Collector, Record};
 use crate::journal::{Event, Step};
 use crate::model::{
-    CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, Verdict, VerifyOutcome,
+    CandidateId, CompiledCode, DeviceId, KernelSource, Reference, TimeOutcome, Verdict,
+    VerifyOutcome,
 };
 use crate::ports::{
     DeviceEvaluator, EvalError, EvalJob, EvaluatorFactory, EvaluatorStart, ProfileError,
@@ -19,19 +22,25 @@ use crate::ports::{
 use crate::profiler::{Profiler, RunProfile};
 use crate::speed_of_light::percent_of_light;
 
-/// Verify a candidate and, when it passes, time it.
+/// Verify a candidate and, when it passes, time it, unless its compiled code is that of a
+/// candidate already timed (issue 23).
 #[derive(Message)]
 #[rtype(result = "Evaluated")]
 pub struct Evaluate {
     pub job: EvalJob,
     pub parent: Option<CandidateId>,
     pub round: u32,
+    /// The compiled code of the candidates timed when it was sent, and which candidate each
+    /// was first: the search's, which decides the duplicate again from the journal.
+    pub timed_code: Arc<BTreeMap<CompiledCode, CandidateId>>,
 }
 
 #[derive(Clone, Debug)]
 pub struct Evaluated {
     pub verify: Result<VerifyOutcome, EvalError>,
     pub time: Option<Result<TimeOutcome, EvalError>>,
+    /// It verified with the compiled code of this earlier candidate, and was not timed.
+    pub same_code_as: Option<CandidateId>,
 }
 
 /// Profile a kernel on this worker's device, holding the device for the whole profile.
@@ -232,6 +241,7 @@ impl Handler<Evaluate> for GpuWorker {
         };
         let stop = self.stop.clone();
         let job = message.job;
+        let timed_code = message.timed_code;
         let work = async move {
             let outcome = {
                 let steps = async {
@@ -241,7 +251,25 @@ impl Handler<Evaluate> for GpuWorker {
                     log.verified(&verify);
                     let passed = matches!(&verify, Ok(outcome) if outcome.verdict.passed());
                     if !passed {
-                        return Evaluated { verify, time: None };
+                        return Evaluated {
+                            verify,
+                            time: None,
+                            same_code_as: None,
+                        };
+                    }
+                    let same_code_as = verify
+                        .as_ref()
+                        .ok()
+                        .and_then(|outcome| outcome.compiled.as_ref())
+                        .and_then(|code| timed_code.get(code))
+                        .copied()
+                        .filter(|earlier| *earlier != job.candidate);
+                    if same_code_as.is_some() {
+                        return Evaluated {
+                            verify,
+                            time: None,
+                            same_code_as,
+                        };
                     }
                     log.started(Step::Time);
                     let time = evaluator.time(&job).await;
@@ -249,6 +277,7 @@ impl Handler<Evaluate> for GpuWorker {
                     Evaluated {
                         verify,
                         time: Some(time),
+                        same_code_as: None,
                     }
                 };
                 tokio::select! {
@@ -256,6 +285,7 @@ impl Handler<Evaluate> for GpuWorker {
                     () = stopped(stop) => Evaluated {
                         verify: Err(EvalError::Rejected("the run is stopping".into())),
                         time: None,
+                        same_code_as: None,
                     },
                 }
             };

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::analysis::AnalyzedBottleneck;
 use crate::civil_date::{civil_from_days, days_from_civil};
 use crate::model::{
-    CandidateId, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
+    CandidateId, CompiledCode, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
 };
 use crate::profile::KernelProfile;
 use crate::speed_of_light::Floor;
@@ -446,6 +446,11 @@ pub enum Event {
         floor_ms: Option<f64>,
         #[serde(default)]
         speed_of_light_pct: Option<f64>,
+        /// What its verified call ran, compiled (issue 23): a candidate verified with the
+        /// fingerprint of an earlier timed one is its duplicate, and is not timed (`time_ms`
+        /// null). Absent when the evaluator took none, and in older journals.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compiled: Option<CompiledCode>,
     },
     CandidateFinished {
         candidate: CandidateId,

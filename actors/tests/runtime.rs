@@ -227,6 +227,7 @@ impl DeviceEvaluator for FakeEvaluator {
                 verdict: judge(&job.source).0,
                 provenance: Provenance::Measured,
                 launched_kernels: vec!["fake_kernel".into()],
+                compiled: None,
             })
         })
     }

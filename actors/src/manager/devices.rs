@@ -28,6 +28,7 @@ impl Manager {
         let collector = self.peers.collector.clone();
         let worker = self.peers.workers[&evaluation.device].clone();
         let deadline = self.settings.step_deadline;
+        let timed_code = self.state.timed_code();
         let job_of = evaluation.clone();
         let work = async move {
             let folder = collector
@@ -47,6 +48,7 @@ impl Manager {
                 job,
                 parent: job_of.parent,
                 round: job_of.round,
+                timed_code,
             };
             Ok::<_, String>(worker.send(evaluate).await.map_err(|_| worker))
         };
@@ -288,6 +290,11 @@ pub(super) fn evaluated(
         .and_then(|evaluated| evaluated.time.as_ref())
         .and_then(|time| time.as_ref().ok())
         .and_then(|timed| timed.floor_ms);
+    let compiled = result
+        .as_ref()
+        .ok()
+        .and_then(|evaluated| evaluated.verify.as_ref().ok())
+        .and_then(|verify| verify.compiled.clone());
     let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
         Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
         Ok(_) if lost.is_some() => (EvaluationOutcome::DeviceLost, None, None, lost, Vec::new()),
@@ -313,6 +320,7 @@ pub(super) fn evaluated(
         Ok(Evaluated {
             verify: Ok(verify),
             time,
+            same_code_as,
         }) => match (verify.verdict, time) {
             (Verdict::Failed { reason }, _) => (
                 EvaluationOutcome::WrongOutput,
@@ -333,6 +341,15 @@ pub(super) fn evaluated(
                 None,
                 Some(verify.provenance),
                 Some(format!("timing failed: {error}")),
+                verify.launched_kernels,
+            ),
+            (Verdict::Passed { .. }, None) if let Some(earlier) = same_code_as => (
+                EvaluationOutcome::Verified,
+                None,
+                Some(verify.provenance),
+                Some(format!(
+                    "not timed: the same compiled code as candidate {earlier}"
+                )),
                 verify.launched_kernels,
             ),
             (Verdict::Passed { .. }, None) => (
@@ -360,6 +377,7 @@ pub(super) fn evaluated(
         speed_of_light_pct: floor_ms
             .zip(time_ms)
             .and_then(|(floor, time)| percent_of_light(floor, time)),
+        compiled,
     }
 }
 

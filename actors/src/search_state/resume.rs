@@ -50,6 +50,7 @@ impl SearchState {
                     seconds: None,
                     floor_ms: None,
                     speed_of_light_pct: None,
+                    compiled: None,
                 })
             })
             .collect()

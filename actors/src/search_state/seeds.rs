@@ -144,10 +144,10 @@ impl Core {
                     .failures
                     .push(format!("seed {}: {reason}", settled.id));
             }
-            Resolution::Duplicate(of) => {
+            Resolution::Duplicate(earlier) => {
                 seeding
                     .failures
-                    .push(format!("seed {}: identical to candidate {of}", settled.id));
+                    .push(format!("seed {}: {}", settled.id, earlier.reason()));
             }
             Resolution::NotProposed => seeding.failures.push(format!(
                 "seed {}: no code came (the llm provider ran dry, its budget was spent or \

@@ -56,6 +56,7 @@ fn evaluated(
         seconds: None,
         floor_ms: None,
         speed_of_light_pct: None,
+        compiled: None,
     }
 }
 
@@ -1387,4 +1388,80 @@ fn a_resume_times_the_references_it_lacks_and_leaves_them_after_the_first_reques
         after.last().map(String::as_str),
         Some("time references on 0")
     );
+}
+
+/// An `evaluated` record of a verified candidate whose call ran `code` (a fingerprint's text),
+/// timed at `ms` or not timed.
+fn verified_with_code(candidate: u64, ms: Option<f64>, code: &str) -> Event {
+    let mut event = evaluated(candidate, 0, 0, EvaluationOutcome::Verified, ms);
+    if let Event::Evaluated { compiled, .. } = &mut event {
+        *compiled = CompiledCode::parse(&code.repeat(64 / code.len()));
+    }
+    event
+}
+
+/// Issue 23: a candidate verified with the compiled code of a candidate timed before it is a
+/// duplicate of that one, "same compiled code", whether its worker skipped its timing or (the
+/// earlier one timed meanwhile on another device) timed it; the first to have the code keeps it.
+#[test]
+fn a_candidate_with_the_compiled_code_of_a_timed_one_is_its_duplicate() {
+    let steps = [
+        (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+        (
+            verified_with_code(0, Some(8.0), "a0"),
+            "0 finished at 8 ms
+             best is now 0 (8 ms)
+             round 1 starts from [CandidateId(0)]
+             planned 1 in round 1 from 0 (proposal 0) on 0
+             planned 2 in round 1 from 0 (proposal 1) on 0
+             planned 3 in round 1 from 0 (proposal 2) on 0
+             journal request r1-c0-analysis
+             ask for 3 bottlenecks of 0",
+        ),
+        (
+            analysed(0, 1, &["memory"]),
+            "journal request r1-c1
+             ask for 1 from 0 (proposal 0 of 3, bottleneck Some(\"memory\"))
+             journal request r1-c2
+             ask for 2 from 0 (proposal 1 of 3, bottleneck None)
+             journal request r1-c3
+             ask for 3 from 0 (proposal 2 of 3, bottleneck None)",
+        ),
+        (code(1, 0, "k1"), "evaluate 1 on 0, attempt 0: k1"),
+        (
+            code(2, 0, "k2 = renamed(k1)"),
+            "evaluate 2 on 0, attempt 0: k2 = renamed(k1)",
+        ),
+        (code(3, 0, "k3"), "evaluate 3 on 0, attempt 0: k3"),
+        (
+            verified_with_code(1, Some(5.0), "b1"),
+            "1 finished at 5 ms
+             best is now 1 (5 ms)",
+        ),
+        // Its worker had the code of 1 by then: not timed.
+        (
+            verified_with_code(2, None, "b1"),
+            "2 failed: same compiled code as candidate 1",
+        ),
+        // Timed before the worker knew of 1's code: a duplicate all the same, never the best.
+        (
+            verified_with_code(3, Some(4.0), "b1"),
+            "3 failed: same compiled code as candidate 1
+             beam after round 1: [1]
+             round 1 done: 3 proposed, 1 verified, 0 failed, 2 duplicates
+             finish Completed: max_rounds (1) reached
+             remove the caches of 2
+             remove the caches of 3",
+        ),
+    ];
+    let config = config(1, 3, 1, 1, Pacing::Rounds);
+    let live = check(config.clone(), &steps);
+    let owners: Vec<(String, u64)> = live
+        .timed_code()
+        .iter()
+        .map(|(code, id)| (code.as_str()[..2].to_string(), id.0))
+        .collect();
+    assert_eq!(owners, [("a0".to_string(), 0), ("b1".to_string(), 1)]);
+    let journal: Vec<Event> = steps.iter().map(|(input, _)| input.clone()).collect();
+    assert_eq!(SearchState::rebuild(config, &journal), live);
 }

@@ -706,3 +706,58 @@ fn the_initial_kernel_is_profiled_then_asked_about_and_the_references_are_timed_
         );
     }
 }
+
+/// Issue 23: a candidate whose verified call ran the compiled code of one timed before it is
+/// its duplicate, "same compiled code", and is not timed; report.md counts both kinds of
+/// duplicates.
+#[test]
+fn a_candidate_with_an_earlier_ones_compiled_code_is_a_duplicate_and_not_timed() {
+    let node = Node::new(&[
+        (
+            "01.py",
+            "# standin: pass time_ms=1.5 compiled=one\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "02_renamed.py",
+            "# standin: pass time_ms=1.2 compiled=one\ndef kernel_function(y):\n    return y * 1\n",
+        ),
+        (
+            "03_same_tokens.py",
+            "# standin: pass time_ms=1.0\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+    ])
+    .on_one_device();
+    let (run, records) = completed(&node);
+    assert_eq!(finished(&records, 1)["passed"], true);
+    let compiled = finished(&records, 2);
+    assert_eq!(compiled["passed"], false);
+    assert_eq!(compiled["duplicate_of"], 1);
+    assert_eq!(compiled["reason"], "same compiled code as candidate 1");
+    let tokens = finished(&records, 3);
+    assert_eq!(tokens["duplicate_of"], 1);
+    assert_eq!(tokens["reason"], "identical to candidate 1");
+    let timed: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "step_started" && r["step"] == "time")
+        .map(|r| r["candidate"].as_u64().unwrap())
+        .collect();
+    assert_eq!(timed, [0, 1], "2 verified with 1's code and was not timed");
+    let evaluated = records
+        .iter()
+        .find(|r| r["type"] == "evaluated" && r["candidate"] == 2)
+        .unwrap();
+    assert_eq!(
+        evaluated["compiled"],
+        records
+            .iter()
+            .find(|r| r["type"] == "evaluated" && r["candidate"] == 1)
+            .unwrap()["compiled"]
+    );
+    assert!(evaluated["time_ms"].is_null(), "{evaluated}");
+    assert_report_says(
+        &run,
+        &[
+            "Duplicates of an earlier candidate: 1 with the same code (its tokens, comments and spacing aside; not evaluated), 1 with the same compiled code (verified, not timed).",
+        ],
+    );
+}

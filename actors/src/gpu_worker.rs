@@ -30,9 +30,10 @@ pub struct Evaluate {
     pub job: EvalJob,
     pub parent: Option<CandidateId>,
     pub round: u32,
-    /// The compiled code of the candidates timed when it was sent, and which candidate each
-    /// was first: the search's, which decides the duplicate again from the journal.
-    pub timed_code: Arc<BTreeMap<CompiledCode, CandidateId>>,
+    /// The compiled code of the candidates timed so far, and which candidate each was first,
+    /// as the search has it when the verification ends (the search decides the duplicate again
+    /// from the journal).
+    pub timed_code: watch::Receiver<Arc<BTreeMap<CompiledCode, CandidateId>>>,
 }
 
 #[derive(Clone, Debug)]
@@ -261,8 +262,7 @@ impl Handler<Evaluate> for GpuWorker {
                         .as_ref()
                         .ok()
                         .and_then(|outcome| outcome.compiled.as_ref())
-                        .and_then(|code| timed_code.get(code))
-                        .copied()
+                        .and_then(|code| timed_code.borrow().get(code).copied())
                         .filter(|earlier| *earlier != job.candidate);
                     if same_code_as.is_some() {
                         return Evaluated {

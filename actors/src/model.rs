@@ -154,6 +154,10 @@ pub struct VerifyOutcome {
     pub compiled: Option<CompiledCode>,
 }
 
+/// How a `candidate_finished` reason of a compiled duplicate begins (the search writes it, the
+/// report counts by it).
+pub const SAME_COMPILED_CODE: &str = "same compiled code as candidate";
+
 /// The fingerprint of what one call of a candidate put on the device: its kernels' compiled
 /// code with their launch configurations, in order (docs/evaluator-protocol.md says how it is
 /// taken). Two candidates with the same one run the same work: the later is not timed.

@@ -34,6 +34,7 @@ use crate::analysis::AnalyzedBottleneck;
 use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
 use crate::model::{
     CandidateId, CompiledCode, DeviceId, KernelSource, Provenance, RankedKernel, Reference,
+    SAME_COMPILED_CODE,
 };
 use crate::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
@@ -309,7 +310,7 @@ impl Earlier {
     fn reason(self) -> String {
         match self.by {
             Sameness::Tokens => format!("identical to candidate {}", self.of),
-            Sameness::CompiledCode => format!("same compiled code as candidate {}", self.of),
+            Sameness::CompiledCode => format!("{SAME_COMPILED_CODE} {}", self.of),
         }
     }
 }

@@ -44,7 +44,7 @@ def normalized_assembly(text, name, comment):
     """PTX or AMDGCN text as it is compared: without debug lines, debug sections, comments
     (from `comment` on) and debug-range labels, its other labels numbered by first use, and
     `name` (the kernel's) as a placeholder wherever it is a name of its own (PTX names
-    parameters `<name>_param_<i>`)."""
+    parameters `<name>_param_<i>`, AMDGCN its descriptor `<name>.kd`)."""
     kept = []
     in_ptx_debug = False
     in_amd_debug = False
@@ -70,7 +70,9 @@ def normalized_assembly(text, name, comment):
             kept.append(" ".join(line.split()))
     body = "\n".join(kept)
     if name:
-        own = re.compile(r"(?<![\w$.])" + re.escape(name) + r"(?=_param_\d|(?![\w$]))")
+        # Not before a `.`: a kernel named `mov` leaves `mov.u32` be; AMD's descriptor `.kd`
+        # is the name's own.
+        own = re.compile(r"(?<![\w$.])" + re.escape(name) + r"(?=_param_\d|\.kd\b|(?![\w$.]))")
         body = own.sub(PLACEHOLDER, body)
     labels = {}
 

@@ -150,6 +150,13 @@ impl RunSummary {
                 row.proposed, row.verified, row.failed, row.duplicates
             );
         }
+        if self.token_duplicates + self.compiled_duplicates > 0 {
+            let _ = writeln!(
+                out,
+                "\nDuplicates of an earlier candidate: {} with the same code (its tokens, comments and spacing aside; not evaluated), {} with the same compiled code (verified, not timed).",
+                self.token_duplicates, self.compiled_duplicates
+            );
+        }
         if !self.tampering.is_empty() {
             let ids: Vec<String> = self.tampering.iter().map(ToString::to_string).collect();
             let _ = writeln!(

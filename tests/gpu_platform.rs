@@ -662,7 +662,7 @@ fn the_initial_kernel_is_profiled_then_asked_about_and_the_references_are_timed_
         let position = |what: &str, test: &dyn Fn(&Value) -> bool| {
             records
                 .iter()
-                .position(|r| test(r))
+                .position(test)
                 .unwrap_or_else(|| panic!("{pacing:?}: no {what} in {records:#?}"))
         };
         let step_started = |step: &'static str| {

@@ -138,9 +138,15 @@ class LaunchRecord:
         self.unreadable = False
 
     def wrap(self, kernel):
-        """Replaces the kernel's launcher (`run`, set once its binary is loaded) with one that
-        notes the launch first; answers how to put the original back."""
-        original = kernel.run
+        """Replaces the kernel's launcher with one that notes the launch first; answers how to
+        put the original back, or None for a kernel with no launcher (never loaded: it never
+        launched). Triton 3.4 and later keep the launcher in `_run` behind a `run` property,
+        earlier ones in `run` itself."""
+        own = getattr(kernel, "__dict__", {})
+        attribute = "_run" if "_run" in own else "run"
+        original = own.get(attribute)
+        if original is None:
+            return None
         digest = assembly_digest(getattr(kernel, "asm", {}), getattr(kernel, "name", None))
         metadata = getattr(kernel, "metadata", None)
         config = [getattr(metadata, key, None) for key in ("num_warps", "num_ctas", "shared")]
@@ -151,10 +157,10 @@ class LaunchRecord:
             self.launches.append([digest, [grid_0, grid_1, grid_2], *config])
             return original(grid_0, grid_1, grid_2, *rest, **options)
 
-        kernel.run = run
+        setattr(kernel, attribute, run)
 
         def restore():
-            kernel.run = original
+            setattr(kernel, attribute, original)
 
         return restore
 
@@ -168,7 +174,9 @@ def recording(namespace):
     try:
         for jit_function in jit_functions(namespace):
             for kernel in compiled_kernels(jit_function):
-                restores.append(record.wrap(kernel))
+                restore = record.wrap(kernel)
+                if restore is not None:
+                    restores.append(restore)
         yield record
     finally:
         for restore in reversed(restores):

@@ -303,10 +303,24 @@ class CompiledFingerprints(unittest.TestCase):
             num_warps, num_ctas, shared = 4, 1, 1024
 
         class Kernel:
+            """Triton before 3.4: the launcher is the instance's `run`."""
+
             def __init__(self, name, text):
                 self.name, self.asm, self.metadata = name, {"ptx": text}, Metadata()
                 self.ran = []
                 self.run = lambda g0, g1, g2, *rest: self.ran.append((g0, g1, g2))
+
+        class PropertyKernel:
+            """Triton 3.4 and later: `run` is a property over `_run`."""
+
+            def __init__(self, name, text):
+                self.name, self.asm, self.metadata = name, {"ptx": text}, Metadata()
+                self.ran = []
+                self._run = lambda g0, g1, g2, *rest: self.ran.append((g0, g1, g2))
+
+            @property
+            def run(self):
+                return self._run
 
         class Jit:
             def __init__(self, kernels):
@@ -324,12 +338,13 @@ class CompiledFingerprints(unittest.TestCase):
             return compiled.call_fingerprint(record, len(grids), ops)
 
         add = Kernel("add_kernel", ptx("add_kernel", "/a.py", 1, 2))
-        renamed = Kernel("sum_rows", ptx("sum_rows", "/b.py", 2, 1))
+        renamed = PropertyKernel("sum_rows", ptx("sum_rows", "/b.py", 2, 1))
         grids = [(16, 1, 1), (1, 1, 1)]
         ops = ["aten.empty.memory_format"]
         first = call({"add_kernel": Autotuner(Jit([add])), "torch": None}, add, grids, ops)
         self.assertEqual(len(first), 64)
         self.assertEqual(call({"k": Jit([renamed])}, renamed, grids, ops), first)
+        self.assertIsInstance(type(renamed).run, property, "its property is left alone")
         self.assertNotEqual(call({"k": Jit([add])}, add, [(8, 1, 1), (1, 1, 1)], ops), first)
         self.assertNotEqual(call({"k": Jit([add])}, add, grids, ops + ["aten.add.Tensor"]), first)
         # The launcher is the kernel's own again after the call.

@@ -31,6 +31,10 @@ pub const EVALUATOR_PACKAGE: &[(&str, &str)] = &[
         include_str!("../templates/kactors_evaluator/checks.py"),
     ),
     (
+        "compiled.py",
+        include_str!("../templates/kactors_evaluator/compiled.py"),
+    ),
+    (
         "core.py",
         include_str!("../templates/kactors_evaluator/core.py"),
     ),

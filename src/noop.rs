@@ -71,6 +71,7 @@ impl DeviceEvaluator for NoopEvaluator {
                 verdict,
                 provenance: Provenance::Simulated,
                 launched_kernels: Vec::new(),
+                compiled: None,
             })
         })
     }

@@ -635,3 +635,129 @@ fn every_visible_gpu_is_used_unless_num_workers_says_otherwise() {
         "{stderr}"
     );
 }
+
+/// Issue 23: on one device the start-up goes evaluation, profile, first request, references,
+/// in rounds and in steady search; the steps before the actors are journaled, and report.md
+/// draws the start-up.
+#[test]
+fn the_initial_kernel_is_profiled_then_asked_about_and_the_references_are_timed_after() {
+    for pacing in ["", "search: steady\n"] {
+        let node = Node::new(&[(
+            "01.py",
+            "# standin: pass time_ms=1.5\ndef kernel_function(x):\n    return x * 1\n",
+        )])
+        .with_strategy(&format!(
+            "platform: nvidia\nprovider: replay\nnum_workers: 1\ntest_timeout_s: 5\nkill_grace_s: 0.3\nmax_rounds: 1\nmax_refinements: 0\n{pacing}platform_kwargs:\n  ncu_bin_path: {}\nstrategy_config:\n  num_top_kernels: 1\n  num_bottlenecks: 1\n",
+            support::fixtures().join("nvidia/fake-ncu").display()
+        ));
+        // The profiled wrapper's measured call launches what the stand-in's verification did.
+        let output = node
+            .run_command()
+            .env("STANDIN_KERNELS", r#"["standin_kernel"]"#)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        let run = node.run_dir();
+        let records = journal(&run);
+        let position = |what: &str, test: &dyn Fn(&Value) -> bool| {
+            records
+                .iter()
+                .position(test)
+                .unwrap_or_else(|| panic!("{pacing:?}: no {what} in {records:#?}"))
+        };
+        let step_started = |step: &'static str| {
+            move |r: &Value| r["type"] == "step_started" && r["step"] == step && r["candidate"] == 0
+        };
+        let evaluated = position("initial evaluation", &|r: &Value| {
+            r["type"] == "evaluated" && r["candidate"] == 0
+        });
+        let profile = position("initial profile", &step_started("profile"));
+        let profiled = position("initial profile's record", &|r: &Value| {
+            r["type"] == "profile_recorded" && r["candidate"] == 0
+        });
+        let first_request = position("first request", &|r: &Value| {
+            r["type"] == "analysis_requested" || r["type"] == "proposal_requested"
+        });
+        let references = position("references", &step_started("reference"));
+        assert!(
+            evaluated < profile && profiled < first_request && first_request < references,
+            "{pacing:?}: evaluated {evaluated}, profile {profile}, profiled {profiled}, first \
+             request {first_request}, references {references}"
+        );
+        assert_eq!(records[first_request]["type"], "analysis_requested");
+        let steps: Vec<&str> = records
+            .iter()
+            .filter(|r| r["type"] == "startup_step")
+            .map(|r| r["step"].as_str().unwrap())
+            .collect();
+        assert_eq!(steps, ["launch", "preflight"], "{pacing:?}");
+        assert_eq!(
+            records[1]["type"], "startup_step",
+            "right after run_started"
+        );
+        assert_report_says(
+            &run,
+            &[
+                "## Start-up",
+                "The first LLM request went out ",
+                "| the initial kernel's profile | ",
+                "| PyTorch's references (eager, torch.compile) | ",
+            ],
+        );
+    }
+}
+
+/// Issue 23: a candidate whose verified call ran the compiled code of one timed before it is
+/// its duplicate, "same compiled code", and is not timed; report.md counts both kinds of
+/// duplicates.
+#[test]
+fn a_candidate_with_an_earlier_ones_compiled_code_is_a_duplicate_and_not_timed() {
+    let node = Node::new(&[
+        (
+            "01.py",
+            "# standin: pass time_ms=1.5 compiled=one\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+        (
+            "02_renamed.py",
+            "# standin: pass time_ms=1.2 compiled=one\ndef kernel_function(y):\n    return y * 1\n",
+        ),
+        (
+            "03_same_tokens.py",
+            "# standin: pass time_ms=1.0\ndef kernel_function(x):\n    return x * 1\n",
+        ),
+    ])
+    .on_one_device();
+    let (run, records) = completed(&node);
+    assert_eq!(finished(&records, 1)["passed"], true);
+    let compiled = finished(&records, 2);
+    assert_eq!(compiled["passed"], false);
+    assert_eq!(compiled["duplicate_of"], 1);
+    assert_eq!(compiled["reason"], "same compiled code as candidate 1");
+    let tokens = finished(&records, 3);
+    assert_eq!(tokens["duplicate_of"], 1);
+    assert_eq!(tokens["reason"], "identical to candidate 1");
+    let timed: Vec<u64> = records
+        .iter()
+        .filter(|r| r["type"] == "step_started" && r["step"] == "time")
+        .map(|r| r["candidate"].as_u64().unwrap())
+        .collect();
+    assert_eq!(timed, [0, 1], "2 verified with 1's code and was not timed");
+    let evaluated = records
+        .iter()
+        .find(|r| r["type"] == "evaluated" && r["candidate"] == 2)
+        .unwrap();
+    assert_eq!(
+        evaluated["compiled"],
+        records
+            .iter()
+            .find(|r| r["type"] == "evaluated" && r["candidate"] == 1)
+            .unwrap()["compiled"]
+    );
+    assert!(evaluated["time_ms"].is_null(), "{evaluated}");
+    assert_report_says(
+        &run,
+        &[
+            "Duplicates of an earlier candidate: 1 with the same code (its tokens, comments and spacing aside; not evaluated), 1 with the same compiled code (verified, not timed).",
+        ],
+    );
+}

@@ -2,7 +2,9 @@
 //! on that GPU (verification, timing, profiling) goes through it one message at a time: its
 //! handlers are atomic, so a profile never overlaps a timing on the same device.
 
+use std::collections::BTreeMap;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use actix::prelude::*;
 use tokio::sync::watch;
@@ -10,7 +12,8 @@ use tokio::sync::watch;
 use crate::collector::{Collector, Record};
 use crate::journal::{Event, Step};
 use crate::model::{
-    CandidateId, DeviceId, KernelSource, Reference, TimeOutcome, Verdict, VerifyOutcome,
+    CandidateId, CompiledCode, DeviceId, KernelSource, Reference, TimeOutcome, Verdict,
+    VerifyOutcome,
 };
 pub use crate::ports::Evaluated;
 use crate::ports::{
@@ -20,13 +23,18 @@ use crate::ports::{
 use crate::profiler::{Profiler, RunProfile};
 use crate::speed_of_light::percent_of_light;
 
-/// Verify a candidate and, when it passes, time it.
+/// Verify a candidate and, when it passes, time it, unless its compiled code is that of a
+/// candidate already timed (issue 23).
 #[derive(Message)]
 #[rtype(result = "Evaluated")]
 pub struct Evaluate {
     pub job: EvalJob,
     pub parent: Option<CandidateId>,
     pub round: u32,
+    /// The compiled code of the candidates timed so far, and which candidate each was first,
+    /// as the search has it when the verification ends (the search decides the duplicate again
+    /// from the journal).
+    pub timed_code: watch::Receiver<Arc<BTreeMap<CompiledCode, CandidateId>>>,
 }
 
 /// Profile a kernel on this worker's device, holding the device for the whole profile.
@@ -227,6 +235,7 @@ impl Handler<Evaluate> for GpuWorker {
         };
         let stop = self.stop.clone();
         let job = message.job;
+        let timed_code = message.timed_code;
         let work = async move {
             let outcome = {
                 let steps = async {
@@ -236,7 +245,24 @@ impl Handler<Evaluate> for GpuWorker {
                     log.verified(&verify);
                     let passed = matches!(&verify, Ok(outcome) if outcome.verdict.passed());
                     if !passed {
-                        return Evaluated { verify, time: None };
+                        return Evaluated {
+                            verify,
+                            time: None,
+                            same_code_as: None,
+                        };
+                    }
+                    let same_code_as = verify
+                        .as_ref()
+                        .ok()
+                        .and_then(|outcome| outcome.compiled.as_ref())
+                        .and_then(|code| timed_code.borrow().get(code).copied())
+                        .filter(|earlier| *earlier != job.candidate);
+                    if same_code_as.is_some() {
+                        return Evaluated {
+                            verify,
+                            time: None,
+                            same_code_as,
+                        };
                     }
                     log.started(Step::Time);
                     let time = evaluator.time(&job).await;
@@ -244,6 +270,7 @@ impl Handler<Evaluate> for GpuWorker {
                     Evaluated {
                         verify,
                         time: Some(time),
+                        same_code_as: None,
                     }
                 };
                 tokio::select! {
@@ -251,6 +278,7 @@ impl Handler<Evaluate> for GpuWorker {
                     () = stopped(stop) => Evaluated {
                         verify: Err(EvalError::Rejected("the run is stopping".into())),
                         time: None,
+                        same_code_as: None,
                     },
                 }
             };

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::analysis::AnalyzedBottleneck;
 use crate::civil_date::{civil_from_days, days_from_civil};
 use crate::model::{
-    CandidateId, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
+    CandidateId, CompiledCode, DeviceId, Provenance, Reference, RequestKind, TokenUsage, Verdict,
 };
 use crate::profile::KernelProfile;
 use crate::speed_of_light::Floor;
@@ -64,6 +64,37 @@ pub enum ReplyOutcome {
     NotRendered,
     /// The run ended before the reply came.
     Cancelled,
+}
+
+/// The start-up's steps before the actors run, which `startup_step` records time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StartupStepName {
+    /// From the command's start to the actors' start: settings, kernel directory, devices, the
+    /// preflight, the run directory, the platform's ports.
+    Launch,
+    /// `kactors check`'s checks, within the launch.
+    Preflight,
+}
+
+/// A time field written as the journal's `t` is (`format_utc_millis`).
+mod utc_stamp {
+    use std::time::SystemTime;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&super::format_utc_millis(*t))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<SystemTime, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        super::parse_utc_millis(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a UTC time such as 2026-12-02T10:35:44.123Z"
+            ))
+        })
+    }
 }
 
 /// How an evaluation attempt of a candidate ended.
@@ -415,6 +446,11 @@ pub enum Event {
         floor_ms: Option<f64>,
         #[serde(default)]
         speed_of_light_pct: Option<f64>,
+        /// What its verified call ran, compiled (issue 23): a candidate verified with the
+        /// fingerprint of an earlier timed one is its duplicate, and is not timed (`time_ms`
+        /// null). Absent when the evaluator took none, and in older journals.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compiled: Option<CompiledCode>,
     },
     CandidateFinished {
         candidate: CandidateId,
@@ -458,6 +494,15 @@ pub enum Event {
         /// peak bandwidth, or why there is none. Absent on noop and in older journals.
         #[serde(default)]
         floor: Option<Floor>,
+    },
+    /// A step of a new run's start-up that no other record times (issue 23), stamped with its
+    /// own times, which come before the record's `t`: journaled right after `run_started`.
+    StartupStep {
+        step: StartupStepName,
+        #[serde(with = "utc_stamp")]
+        started: SystemTime,
+        #[serde(with = "utc_stamp")]
+        ended: SystemTime,
     },
     /// The end of a run that ended as planned: a kernel of the final beam, the initial kernel or
     /// a PyTorch reference timed again in one fresh evaluator, interleaved, `pass` 1 and 2.

@@ -18,12 +18,13 @@ use std::time::Duration;
 use std::time::SystemTime;
 
 use actix::prelude::*;
+use tokio::sync::watch;
 
 use crate::collector::{BestChanged, Collector, Record, RecordsFailed, RemoveCaches};
 use crate::gpu_worker::GpuWorker;
 use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
-use crate::model::{CandidateId, DeviceId};
+use crate::model::{CandidateId, CompiledCode, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
 use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
 use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
@@ -143,6 +144,9 @@ pub struct Manager {
     recovered: HashMap<String, LlmReply>,
     /// When a run with max_time must be handed over, by the run's clock.
     hand_over_by: Option<SystemTime>,
+    /// The search's compiled code of timed candidates, for the workers to skip a duplicate's
+    /// timing (issue 23).
+    timed_code: watch::Sender<Arc<BTreeMap<CompiledCode, CandidateId>>>,
 }
 
 impl Manager {
@@ -170,6 +174,7 @@ impl Manager {
             device_free_at: BTreeMap::new(),
             recovered: HashMap::new(),
             hand_over_by: None,
+            timed_code: watch::channel(Arc::default()).0,
         }
     }
 
@@ -188,6 +193,7 @@ impl Manager {
         let mut inputs = VecDeque::from([input]);
         while let Some(input) = inputs.pop_front() {
             let decisions = self.state.apply(&input);
+            self.share_timed_code();
             self.record(input);
             for decision in decisions {
                 inputs.extend(self.carry_out(decision, ctx));

@@ -150,6 +150,47 @@ pub struct VerifyOutcome {
     pub provenance: Provenance,
     /// The Triton kernels the candidate launched: the kernels a profile of it measures.
     pub launched_kernels: Vec<String>,
+    /// What its checked call ran, compiled (issue 23); None where the evaluator could not tell.
+    pub compiled: Option<CompiledCode>,
+}
+
+/// How a `candidate_finished` reason of a compiled duplicate begins (the search writes it, the
+/// report counts by it).
+pub const SAME_COMPILED_CODE: &str = "same compiled code as candidate";
+
+/// The fingerprint of what one call of a candidate put on the device: its kernels' compiled
+/// code with their launch configurations, in order (docs/evaluator-protocol.md says how it is
+/// taken). Two candidates with the same one run the same work: the later is not timed.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct CompiledCode(String);
+
+impl CompiledCode {
+    /// A SHA-256 in hex, as the evaluator writes it; anything else is no fingerprint.
+    pub fn parse(text: &str) -> Option<CompiledCode> {
+        (text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            .then(|| CompiledCode(text.to_ascii_lowercase()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for CompiledCode {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        CompiledCode::parse(&text).ok_or_else(|| {
+            format!("compiled {text:?} is not a fingerprint: 64 hexadecimal digits are accepted")
+        })
+    }
+}
+
+impl From<CompiledCode> for String {
+    fn from(code: CompiledCode) -> String {
+        code.0
+    }
 }
 
 /// What the platform's evaluator said about one timing step.

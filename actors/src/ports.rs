@@ -42,6 +42,8 @@ pub struct EvalJob {
 pub struct Evaluated {
     pub verify: Result<VerifyOutcome, EvalError>,
     pub time: Option<Result<TimeOutcome, EvalError>>,
+    /// It verified with the compiled code of this earlier candidate, and was not timed.
+    pub same_code_as: Option<CandidateId>,
 }
 
 /// Why an evaluation step did not produce a verdict or a time. Every variant costs only the

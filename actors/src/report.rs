@@ -10,6 +10,7 @@ mod markdown;
 mod models;
 mod plots;
 mod source;
+mod startup;
 mod svg;
 #[cfg(test)]
 mod tests;
@@ -23,7 +24,7 @@ pub use headline::{BestFigures, Headline};
 use markdown::table_cell;
 
 use crate::journal::{EvaluationOutcome, Event, JournalRecord, RoundSummary, RunOutcome, Step};
-use crate::model::{CandidateId, DeviceId, Reference, is_tampering};
+use crate::model::{CandidateId, DeviceId, Reference, SAME_COMPILED_CODE, is_tampering};
 
 /// What the finale timed: a kernel or one of PyTorch's references.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -213,6 +214,12 @@ pub struct RunSummary {
     verification: verification::Verification,
     /// What each model did, in a run of several.
     models: models::Models,
+    /// The run's start-up, up to its first request and PyTorch's references.
+    startup: startup::Startup,
+    /// Duplicates of an earlier candidate: by their code's tokens (not evaluated), and by their
+    /// compiled code (verified, not timed).
+    token_duplicates: u32,
+    compiled_duplicates: u32,
 }
 
 /// report.md and report.html of one moment of a run.
@@ -273,6 +280,7 @@ impl RunSummary {
         self.observe_downtime(record, before);
         self.verification.observe(&record.event);
         self.models.observe(&record.event);
+        self.startup.observe(record);
         match &record.event {
             Event::CandidateFinished {
                 candidate,
@@ -390,6 +398,20 @@ impl RunSummary {
                 ..
             } if is_tampering(reason) => {
                 self.tampering.push(*candidate);
+            }
+            Event::CandidateFinished {
+                duplicate_of: Some(_),
+                reason,
+                ..
+            } => {
+                if reason
+                    .as_deref()
+                    .is_some_and(|reason| reason.starts_with(SAME_COMPILED_CODE))
+                {
+                    self.compiled_duplicates += 1;
+                } else {
+                    self.token_duplicates += 1;
+                }
             }
             Event::RoundFinished(summary) => {
                 self.rounds.insert(summary.round, summary.clone());

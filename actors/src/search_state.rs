@@ -29,10 +29,14 @@ mod seeds;
 mod tests;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
 
 use crate::analysis::AnalyzedBottleneck;
 use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
-use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel, Reference};
+use crate::model::{
+    CandidateId, CompiledCode, DeviceId, KernelSource, Provenance, RankedKernel, Reference,
+    SAME_COMPILED_CODE,
+};
 use crate::ports::{
     AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
     RefinementContext, ReflexionContext, SeedContext,
@@ -288,9 +292,34 @@ enum Resolution {
     },
     /// Never evaluated: the proposal failed, had no code or its prompt could not be rendered.
     Failed(String),
-    Duplicate(CandidateId),
+    Duplicate(Earlier),
     /// The provider had nothing to propose (exhausted, or the budget stopped the request).
     NotProposed,
+}
+
+/// The earlier candidate a duplicate repeats, and how it was found to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Earlier {
+    of: CandidateId,
+    by: Sameness,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sameness {
+    /// Its code's token stream (comments and spacing aside): it was not evaluated.
+    Tokens,
+    /// Its verified call's compiled kernels and launches (issue 23): it was not timed.
+    CompiledCode,
+}
+
+impl Earlier {
+    /// Why the duplicate ended, as its `candidate_finished` says.
+    fn reason(self) -> String {
+        match self.by {
+            Sameness::Tokens => format!("identical to candidate {}", self.of),
+            Sameness::CompiledCode => format!("{SAME_COMPILED_CODE} {}", self.of),
+        }
+    }
 }
 
 /// Everything but the pacing: the pacer (rounds or steady) drives this.
@@ -308,9 +337,16 @@ struct Core {
     reference: ReferenceTimes,
     /// Which references have their record: a resume times the others again.
     references_recorded: BTreeSet<Reference>,
+    /// PyTorch's references are to be timed on this device once the first request after the
+    /// first beam is out: there they would hold back that beam's first profile, which the first
+    /// request waits for (issue 23).
+    references_due: Option<DeviceId>,
     /// Each kernel evaluated (its token stream's key: comments and spacing aside), and the
     /// candidate that brought it first.
     evaluated_sources: HashMap<String, CandidateId>,
+    /// The compiled code of each candidate verified and timed, and the first to have it: a
+    /// worker holds a copy while it evaluates, to skip the timing of a duplicate.
+    timed_code: Arc<BTreeMap<CompiledCode, CandidateId>>,
     /// Every verified kernel's time, for reflexions on a parent that has left the beam since.
     verified_ms: BTreeMap<CandidateId, f64>,
     /// Evaluations queued or running on each device.
@@ -380,7 +416,9 @@ impl SearchState {
                 previous_errors: BTreeMap::new(),
                 reference: ReferenceTimes::default(),
                 references_recorded: BTreeSet::new(),
+                references_due: None,
                 evaluated_sources: HashMap::new(),
+                timed_code: Arc::default(),
                 verified_ms: BTreeMap::new(),
                 device_load,
                 retired: BTreeSet::new(),
@@ -505,6 +543,7 @@ impl SearchState {
                 reason,
                 launched_kernels,
                 seconds,
+                compiled,
                 ..
             } => {
                 if !matches!(
@@ -520,6 +559,7 @@ impl SearchState {
                     provenance: *provenance,
                     reason: reason.clone().unwrap_or_default(),
                     launched_kernels: launched_kernels.clone(),
+                    compiled: compiled.clone(),
                 };
                 core.evaluated(*candidate, result, &mut out);
             }
@@ -678,6 +718,11 @@ impl SearchState {
             .as_ref()
             .map(|beam| beam.members().to_vec())
             .unwrap_or_default()
+    }
+
+    /// The compiled code of the candidates timed so far, and the first to have each.
+    pub fn timed_code(&self) -> Arc<BTreeMap<CompiledCode, CandidateId>> {
+        self.core.timed_code.clone()
     }
 
     /// Whether a parent has a profile (the finale profiles a best kernel that has none).

@@ -56,6 +56,8 @@ pub struct RunPlan {
     /// `run_started`, with the initial kernel's source: journaled first, then the Manager's
     /// first input. A resumed run journaled it long ago: `resume` says how to go on instead.
     pub started: Event,
+    /// A new run's `startup_step` records, journaled right after `run_started`.
+    pub startup: Vec<Event>,
     pub resume: Option<Resume>,
     pub manager: ManagerSettings,
     pub max_inflight: usize,
@@ -208,7 +210,12 @@ impl Actor for Supervisor {
             Watchdog::new(io.signaller, self.plan.kill_grace, Some(collector.clone())).start();
         let ports = ports(WatchdogClient::new(watchdog.clone()));
         match &self.plan.resume {
-            None => collector.do_send(Record(self.plan.started.clone())),
+            None => {
+                collector.do_send(Record(self.plan.started.clone()));
+                for step in &self.plan.startup {
+                    collector.do_send(Record(step.clone()));
+                }
+            }
             Some(resume) => collector.do_send(Seed(resume.records.clone())),
         }
         let crew = Crew {

@@ -230,6 +230,7 @@ impl DeviceEvaluator for FakeEvaluator {
                 verdict: judge(&job.source).0,
                 provenance: Provenance::Measured,
                 launched_kernels: vec!["fake_kernel".into()],
+                compiled: None,
             })
         })
     }
@@ -658,6 +659,7 @@ fn run_recorded(scenario: Scenario) -> Ran {
             initial_source: scenario.initial.into(),
             sandbox: None,
         },
+        startup: Vec::new(),
         manager: ManagerSettings {
             search: SearchConfig {
                 search: scenario.search,

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actors::model::{
-    CandidateId, DeviceId, KernelSource, Provenance, Reference, TimeOutcome, Timing, Vendor,
-    Verdict, VerifyOutcome,
+    CandidateId, CompiledCode, DeviceId, KernelSource, Provenance, Reference, TimeOutcome, Timing,
+    Vendor, Verdict, VerifyOutcome,
 };
 use actors::ports::{
     EvalError, EvalJob, EvaluatorStart, ProfileError, ProfileJob, ProfileSummary, UserTestOutcome,
@@ -276,6 +276,8 @@ pub enum WireOutcome {
         verdict: Verdict,
         provenance: Provenance,
         launched_kernels: Vec<String>,
+        #[serde(default)]
+        compiled: Option<CompiledCode>,
     },
     Timed {
         timing: Option<WireTiming>,
@@ -383,6 +385,7 @@ impl WireOutcome {
                 verdict: outcome.verdict,
                 provenance: outcome.provenance,
                 launched_kernels: outcome.launched_kernels,
+                compiled: outcome.compiled,
             },
             Err(error) => WireOutcome::EvalFailed {
                 error: (&error).into(),
@@ -460,10 +463,12 @@ impl WireOutcome {
                 verdict,
                 provenance,
                 launched_kernels,
+                compiled,
             } => Ok(VerifyOutcome {
                 verdict,
                 provenance,
                 launched_kernels,
+                compiled,
             }),
             WireOutcome::EvalFailed { error } => Err(error.into()),
             other => Err(EvalError::Crashed {
@@ -608,6 +613,7 @@ mod tests {
             },
             provenance: Provenance::Measured,
             launched_kernels: vec!["k".into()],
+            compiled: CompiledCode::parse(&"ab".repeat(32)),
         });
         let through = |outcome: WireOutcome| -> WireOutcome {
             let message = AgentMessage::Reply {

@@ -3,7 +3,7 @@
 //! profiler and problem.py, asked concurrently on a runtime of the preflight's own.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::config::RunSettings;
 use crate::devices::{Device, DeviceSelection};
@@ -26,8 +26,20 @@ use super::torch_device::device_check;
 /// layout only.
 ///
 /// Blocking: it runs its children on a runtime of its own, so call it before the actor system
-/// starts (never from inside a tokio runtime).
+/// starts (never from inside a tokio runtime). The report says when it ran, for the run's
+/// start-up record.
 pub fn preflight(
+    settings: &RunSettings,
+    selection: &DeviceSelection,
+    kernel_dir: Option<&Path>,
+) -> CheckReport {
+    let began = SystemTime::now();
+    let mut report = checks(settings, selection, kernel_dir);
+    report.ran = Some((began, SystemTime::now()));
+    report
+}
+
+fn checks(
     settings: &RunSettings,
     selection: &DeviceSelection,
     kernel_dir: Option<&Path>,

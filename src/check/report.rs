@@ -104,6 +104,8 @@ pub struct CheckReport {
     lines: Vec<CheckLine>,
     /// What the sandbox probe found, on a GPU platform whose sandbox is not off.
     pub sandbox: Option<crate::sandbox::SandboxReport>,
+    /// When the checks began and ended, where this process ran them (not a Slurm agent's).
+    pub ran: Option<(std::time::SystemTime, std::time::SystemTime)>,
 }
 
 impl CheckReport {
@@ -161,7 +163,7 @@ mod tests {
         assert!(!profiler.stops_a_run(), "a run goes on without profiles");
         let report = CheckReport {
             lines: vec![ok, fail.clone(), profiler],
-            sandbox: None,
+            ..CheckReport::default()
         };
         assert!(!report.passed());
         assert_eq!(report.failures().count(), 2);

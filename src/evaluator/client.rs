@@ -9,7 +9,8 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use actors::model::{
-    DeviceId, Provenance, Reference, TAMPERED, TimeOutcome, Timing, Verdict, VerifyOutcome,
+    CompiledCode, DeviceId, Provenance, Reference, TAMPERED, TimeOutcome, Timing, Verdict,
+    VerifyOutcome,
 };
 use actors::ports::{
     DeviceEvaluator, EvalError, EvalFuture, EvalJob, EvaluatorFactory, EvaluatorStart, GroupId,
@@ -498,7 +499,7 @@ impl DeviceEvaluator for PythonEvaluator {
                 .await?;
             // A candidate that does not import or raises is a failed verification: its error is
             // what a refinement needs to see.
-            let (verdict, launched_kernels) = match outcome {
+            let (verdict, launched_kernels, compiled) = match outcome {
                 ReplyOutcome::Verified(verdict) if verdict.passed => (
                     Verdict::Passed {
                         max_abs_err: verdict.max_abs_err.unwrap_or(0.0),
@@ -507,18 +508,21 @@ impl DeviceEvaluator for PythonEvaluator {
                         rule: verdict.rule,
                     },
                     verdict.launched,
+                    // A fingerprint of another shape is none: the candidate is timed.
+                    verdict.compiled.as_deref().and_then(CompiledCode::parse),
                 ),
                 ReplyOutcome::Verified(verdict) => {
                     let reason = verdict
                         .reason
                         .unwrap_or_else(|| "verification failed".into());
-                    (Verdict::Failed { reason }, verdict.launched)
+                    (Verdict::Failed { reason }, verdict.launched, None)
                 }
                 ReplyOutcome::Failed(failure) => (
                     Verdict::Failed {
                         reason: failure.error,
                     },
                     Vec::new(),
+                    None,
                 ),
                 ReplyOutcome::Timed(_) | ReplyOutcome::ShutDown => {
                     unreachable!("parse_reply reads the reply to a verify request as a verdict")
@@ -528,6 +532,7 @@ impl DeviceEvaluator for PythonEvaluator {
                 verdict,
                 provenance: Provenance::Measured,
                 launched_kernels,
+                compiled,
             })
         })
     }
@@ -803,6 +808,7 @@ mod tests {
                 aten_ops: vec![],
                 compile_s: Some(0.1),
                 run_s: Some(0.01),
+                compiled: None,
             }),
             integrity: checksums.map(|sums| ReplyIntegrity {
                 checksums: sums.iter().map(|s| s.to_string()).collect(),

@@ -280,6 +280,10 @@ pub struct VerifyVerdict {
     pub compile_s: Option<f64>,
     /// The checked calls.
     pub run_s: Option<f64>,
+    /// The first checked call's fingerprint (issue 23): a SHA-256 in hex, or None when the
+    /// evaluator could not take one.
+    #[serde(default)]
+    pub compiled: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

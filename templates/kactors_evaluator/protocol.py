@@ -124,6 +124,7 @@ def unjudged_verdict():
         "aten_ops": [],
         "compile_s": None,
         "run_s": None,
+        "compiled": None,
     }
 
 

@@ -262,6 +262,7 @@ mod tests {
             seconds: None,
             floor_ms: None,
             speed_of_light_pct: None,
+            compiled: None,
         }
     }
 

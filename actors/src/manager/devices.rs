@@ -2,6 +2,8 @@
 //! its device's worker (restarted by the Supervisor when it died), a parent profiled, PyTorch's
 //! references timed. Each ends as a record sent back as an input.
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 
 use crate::collector::PrepareCandidate;
@@ -35,6 +37,8 @@ impl Manager {
             .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
         let collector = self.peers.collector.clone();
         let deadline = self.settings.step_deadline;
+        self.share_timed_code();
+        let timed_code = self.timed_code.subscribe();
         let job_of = evaluation.clone();
         let work = async move {
             let folder = collector
@@ -54,6 +58,7 @@ impl Manager {
                 job,
                 parent: job_of.parent,
                 round: job_of.round,
+                timed_code,
             };
             Ok::<_, String>(worker.send(evaluate).await.map_err(|_| worker))
         };
@@ -87,6 +92,17 @@ impl Manager {
             .into_actor(self),
         );
         None
+    }
+
+    /// Lets the workers see the compiled code of the candidates timed so far, as the search
+    /// has it now.
+    pub(super) fn share_timed_code(&self) {
+        let now = self.state.timed_code();
+        self.timed_code.send_if_modified(|shared| {
+            let changed = !Arc::ptr_eq(shared, &now);
+            *shared = now;
+            changed
+        });
     }
 
     /// A worker died under an evaluation: the Supervisor restarts it (within its budget) and

@@ -121,6 +121,7 @@ impl RunSummary {
         for (key, value) in &self.configuration {
             let _ = writeln!(out, "- {key}: {value}");
         }
+        self.startup.render(&mut out);
         self.render_generation(&mut out);
         let _ = writeln!(out, "\n## Rounds\n");
         let _ = writeln!(
@@ -147,6 +148,13 @@ impl RunSummary {
                 out,
                 "| {round} | {} | {} | {} | {} | {best} | {speedup} | {vs_eager} | {vs_compile} | {failures} |",
                 row.proposed, row.verified, row.failed, row.duplicates
+            );
+        }
+        if self.token_duplicates + self.compiled_duplicates > 0 {
+            let _ = writeln!(
+                out,
+                "\nDuplicates of an earlier candidate: {} with the same code (its tokens, comments and spacing aside; not evaluated), {} with the same compiled code (verified, not timed).",
+                self.token_duplicates, self.compiled_duplicates
             );
         }
         if !self.tampering.is_empty() {

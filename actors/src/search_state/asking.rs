@@ -19,6 +19,9 @@ impl Core {
         self.requests.asked(&requested, attempt);
         out.push(Decision::Record(requested));
         out.push(request);
+        if let Some(device) = self.references_due.take() {
+            out.push(Decision::TimeReferences { device });
+        }
     }
 
     /// The request for a candidate's current attempt: its proposal, or the refinement it is on.

@@ -2,12 +2,14 @@
 //! device, refined or resolved; and the run's end.
 
 use crate::journal::{EvaluationOutcome, Event, ReplyOutcome, RunOutcome};
-use crate::model::{CandidateId, DeviceId, KernelSource, Provenance, RankedKernel};
+use std::sync::Arc;
+
+use crate::model::{CandidateId, CompiledCode, DeviceId, KernelSource, Provenance, RankedKernel};
 use crate::ports::AttemptOutcome;
 use crate::search::{Beam, device_for};
 use crate::tokens::same_code_key;
 
-use super::{Candidate, Core, Decision, Out, Phase, Resolution, Settled};
+use super::{Candidate, Core, Decision, Earlier, Out, Phase, Resolution, Sameness, Settled};
 
 /// A proposal's (or a refinement's) reply, as its record says.
 pub(super) struct ProposalReply {
@@ -27,6 +29,7 @@ pub(super) struct EvaluationResult {
     pub(super) provenance: Option<Provenance>,
     pub(super) reason: String,
     pub(super) launched_kernels: Vec<String>,
+    pub(super) compiled: Option<CompiledCode>,
 }
 
 impl Core {
@@ -180,11 +183,17 @@ impl Core {
                     .get(&same_code_key(code.text()))
                     .copied()
                 {
-                    Some(original) if original == id => {
-                        unrefined("returned the code that failed".into())
-                            .unwrap_or(Resolution::Duplicate(original))
+                    Some(original) => {
+                        let earlier = Resolution::Duplicate(Earlier {
+                            of: original,
+                            by: Sameness::Tokens,
+                        });
+                        if original == id {
+                            unrefined("returned the code that failed".into()).unwrap_or(earlier)
+                        } else {
+                            earlier
+                        }
                     }
-                    Some(original) => Resolution::Duplicate(original),
                     None => return self.take_code(id, code, out),
                 }
             }
@@ -252,6 +261,22 @@ impl Core {
             ),
             EvaluationOutcome::Verified => {
                 candidate.launched_kernels = result.launched_kernels;
+                let earlier = result
+                    .compiled
+                    .as_ref()
+                    .and_then(|code| self.timed_code.get(code))
+                    .copied()
+                    .filter(|earlier| *earlier != id);
+                if let Some(of) = earlier {
+                    let by = Sameness::CompiledCode;
+                    self.anything_evaluated = true;
+                    return self.resolve(id, Resolution::Duplicate(Earlier { of, by }), out);
+                }
+                if let (Some(code), Some(_)) = (result.compiled, result.time_ms) {
+                    Arc::make_mut(&mut self.timed_code)
+                        .entry(code)
+                        .or_insert(id);
+                }
                 Resolution::Verified(
                     RankedKernel {
                         id,
@@ -388,13 +413,9 @@ impl Core {
                 reason, simulated, ..
             } => (false, None, Some(reason.clone()), None, *simulated),
             Resolution::Failed(reason) => (false, None, Some(reason.clone()), None, false),
-            Resolution::Duplicate(of) => (
-                false,
-                None,
-                Some(format!("identical to candidate {of}")),
-                Some(*of),
-                false,
-            ),
+            Resolution::Duplicate(earlier) => {
+                (false, None, Some(earlier.reason()), Some(earlier.of), false)
+            }
             Resolution::NotProposed => return,
         };
         out.push(Decision::Record(Event::CandidateFinished {
@@ -418,11 +439,7 @@ impl Core {
                     kernel.clone(),
                     self.config.search.num_top_kernels,
                 ));
-                if self.config.time_references {
-                    out.push(Decision::TimeReferences {
-                        device: device_for(CandidateId(1), &self.live_devices()),
-                    });
-                }
+                self.references_after_first_beam();
             }
             Resolution::Rejected { reason, .. } | Resolution::Failed(reason) => self.finish(
                 RunOutcome::Failed,
@@ -430,6 +447,20 @@ impl Core {
                 out,
             ),
             Resolution::Duplicate(_) | Resolution::NotProposed => {}
+        }
+    }
+
+    /// PyTorch's references, once the first beam is made: timed after the first request that
+    /// follows, never before it (issue 23). On one device they would otherwise hold back the
+    /// first parent's profile, which that request waits for; its prompt goes without them, and
+    /// later prompts carry them.
+    pub(super) fn references_after_first_beam(&mut self) {
+        if self.config.time_references {
+            let device = device_for(
+                CandidateId(self.config.first_search_id()),
+                &self.live_devices(),
+            );
+            self.references_due = Some(device);
         }
     }
 

@@ -277,6 +277,11 @@ impl Evaluation {
             .and_then(|evaluated| evaluated.time.as_ref())
             .and_then(|time| time.as_ref().ok())
             .and_then(|timed| timed.floor_ms);
+        let compiled = result
+            .as_ref()
+            .ok()
+            .and_then(|evaluated| evaluated.verify.as_ref().ok())
+            .and_then(|verify| verify.compiled.clone());
         let (outcome, time_ms, provenance, reason, launched_kernels) = match result {
             Err((outcome, reason)) => (outcome, None, None, Some(reason), Vec::new()),
             Ok(_) if lost.is_some() => {
@@ -304,6 +309,7 @@ impl Evaluation {
             Ok(Evaluated {
                 verify: Ok(verify),
                 time,
+                same_code_as,
             }) => match (verify.verdict, time) {
                 (Verdict::Failed { reason }, _) => (
                     EvaluationOutcome::WrongOutput,
@@ -324,6 +330,15 @@ impl Evaluation {
                     None,
                     Some(verify.provenance),
                     Some(format!("timing failed: {error}")),
+                    verify.launched_kernels,
+                ),
+                (Verdict::Passed { .. }, None) if let Some(earlier) = same_code_as => (
+                    EvaluationOutcome::Verified,
+                    None,
+                    Some(verify.provenance),
+                    Some(format!(
+                        "not timed: the same compiled code as candidate {earlier}"
+                    )),
                     verify.launched_kernels,
                 ),
                 (Verdict::Passed { .. }, None) => (
@@ -351,6 +366,7 @@ impl Evaluation {
             speed_of_light_pct: floor_ms
                 .zip(time_ms)
                 .and_then(|(floor, time)| percent_of_light(floor, time)),
+            compiled,
         }
     }
 }

@@ -50,6 +50,7 @@ impl SearchState {
                     seconds: None,
                     floor_ms: None,
                     speed_of_light_pct: None,
+                    compiled: None,
                 })
             })
             .collect()
@@ -162,12 +163,17 @@ impl SearchState {
             }
         }
         out.extend(core.released_caches());
+        // References still due go out with the first request, as they would have.
         if core.config.time_references
             && core.initial.is_some()
+            && core.references_due.is_none()
             && core.references_recorded.len() < 2
         {
             out.push(Decision::TimeReferences {
-                device: crate::search::device_for(CandidateId(1), &core.live_devices()),
+                device: crate::search::device_for(
+                    CandidateId(core.config.first_search_id()),
+                    &core.live_devices(),
+                ),
             });
         }
         // The search was over and its end not journaled: it ends again (the finale too).

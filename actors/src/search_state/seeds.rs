@@ -144,10 +144,10 @@ impl Core {
                     .failures
                     .push(format!("seed {}: {reason}", settled.id));
             }
-            Resolution::Duplicate(of) => {
+            Resolution::Duplicate(earlier) => {
                 seeding
                     .failures
-                    .push(format!("seed {}: identical to candidate {of}", settled.id));
+                    .push(format!("seed {}: {}", settled.id, earlier.reason()));
             }
             Resolution::NotProposed => seeding.failures.push(format!(
                 "seed {}: no code came (the llm provider ran dry, its budget was spent or \
@@ -186,14 +186,7 @@ impl Core {
         }
         out.push(Decision::Record(beam_updated(0, &beam)));
         self.beam = Some(beam);
-        if self.config.time_references {
-            out.push(Decision::TimeReferences {
-                device: device_for(
-                    CandidateId(self.config.first_search_id()),
-                    &self.live_devices(),
-                ),
-            });
-        }
+        self.references_after_first_beam();
         true
     }
 }

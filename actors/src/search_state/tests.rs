@@ -58,6 +58,7 @@ fn evaluated(
         seconds: None,
         floor_ms: None,
         speed_of_light_pct: None,
+        compiled: None,
     }
 }
 
@@ -1414,6 +1415,7 @@ fn an_evaluation_is_recorded_verified_wrong_lost_or_failed_by_what_its_steps_sai
         },
         provenance: Provenance::Measured,
         launched_kernels: vec!["k".into()],
+        compiled: None,
     };
     let timed = TimeOutcome {
         timing: Timing {
@@ -1428,6 +1430,7 @@ fn an_evaluation_is_recorded_verified_wrong_lost_or_failed_by_what_its_steps_sai
     let record = evaluation(1).record(Ok(Evaluated {
         verify: Ok(passed.clone()),
         time: Some(Ok(timed)),
+        same_code_as: None,
     }));
     match &record {
         Event::Evaluated {
@@ -1447,6 +1450,7 @@ fn an_evaluation_is_recorded_verified_wrong_lost_or_failed_by_what_its_steps_sai
             ..passed.clone()
         }),
         time: None,
+        same_code_as: None,
     }));
     assert_eq!(
         outcome_and_reason(&wrong),
@@ -1461,6 +1465,7 @@ fn an_evaluation_is_recorded_verified_wrong_lost_or_failed_by_what_its_steps_sai
             reason: "the agent of n2 is gone".into(),
             devices: vec![DeviceId(1), DeviceId(2)],
         })),
+        same_code_as: None,
     };
     assert_eq!(
         lost_devices(&lost),
@@ -1479,6 +1484,7 @@ fn an_evaluation_is_recorded_verified_wrong_lost_or_failed_by_what_its_steps_sai
     let unstartable = evaluation(1).record(Ok(Evaluated {
         verify: Err(EvalError::Start("no python3".into())),
         time: None,
+        same_code_as: None,
     }));
     assert_eq!(
         outcome_and_reason(&unstartable),
@@ -1677,4 +1683,227 @@ fn in_rounds_a_parent_analysed_ahead_proposes_after_the_faster_new_parents_of_it
         ),
     ]);
     check(config(2, 2, 2, 3, Pacing::Rounds), &steps);
+}
+
+/// Issue 23: one device, parents profiled, references timed.
+fn starting_up(pacing: Pacing) -> SearchConfig {
+    SearchConfig {
+        profile_parents: true,
+        time_references: true,
+        ..config(1, 2, 2, 1, pacing)
+    }
+}
+
+#[test]
+fn in_rounds_the_initial_kernel_is_profiled_before_the_references_which_follow_the_first_request() {
+    check(
+        starting_up(Pacing::Rounds),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0
+                 planned 2 in round 1 from 0 (proposal 1) on 0
+                 profile 0 on 0",
+            ),
+            (
+                profiled(0),
+                "journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 time references on 0",
+            ),
+            (
+                analysed(0, 1, &["memory", "launch"]),
+                "journal request r1-c1
+                 ask for 1 from 0 (proposal 0 of 2, bottleneck Some(\"memory\"))
+                 journal request r1-c2
+                 ask for 2 from 0 (proposal 1 of 2, bottleneck Some(\"launch\"))",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn in_steady_search_the_initial_kernel_is_profiled_before_the_references_which_follow_the_first_request()
+ {
+    check(
+        starting_up(Pacing::Steady { max_inflight: 1 }),
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 profile 0 on 0
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0",
+            ),
+            (
+                profiled(0),
+                "journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 time references on 0",
+            ),
+        ],
+    );
+}
+
+#[test]
+fn without_profiling_the_references_follow_the_first_analysis_request() {
+    let unprofiled = SearchConfig {
+        profile_parents: false,
+        ..starting_up(Pacing::Rounds)
+    };
+    check(
+        unprofiled,
+        &[
+            (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+            (
+                verified(0, 0, 8.0),
+                "0 finished at 8 ms
+                 best is now 0 (8 ms)
+                 round 1 starts from [CandidateId(0)]
+                 planned 1 in round 1 from 0 (proposal 0) on 0
+                 planned 2 in round 1 from 0 (proposal 1) on 0
+                 journal request r1-c0-analysis
+                 ask for 2 bottlenecks of 0
+                 time references on 0",
+            ),
+        ],
+    );
+}
+
+/// What a resume of a journal cut after `inputs` decides to time: the references it lacks, once.
+fn references_on_resume(inputs: &[Event], timed: &[Reference]) -> Vec<String> {
+    let config = starting_up(Pacing::Rounds);
+    let mut live = SearchState::new(config.clone());
+    let mut journal = Vec::new();
+    for input in inputs {
+        let decisions = live.apply(input);
+        journal.push(input.clone());
+        journal.extend(decisions.into_iter().filter_map(|decision| match decision {
+            Decision::Record(record) => Some(record),
+            _ => None,
+        }));
+    }
+    for which in timed {
+        journal.push(Event::ReferenceTimed {
+            device: DeviceId(0),
+            which: *which,
+            time_ms: Some(3.0),
+            provenance: Some(Provenance::Measured),
+            error: None,
+        });
+    }
+    let mut resumed = SearchState::rebuild(config, &journal);
+    let (_, decisions) = resumed.resume(&BTreeSet::new());
+    decisions
+        .iter()
+        .map(describe)
+        .filter(|line| line.starts_with("time references") || line.starts_with("profile"))
+        .collect()
+}
+
+#[test]
+fn a_resume_times_the_references_it_lacks_and_leaves_them_after_the_first_request_if_none_was_out()
+{
+    let to_profile = [started("k0"), verified(0, 0, 8.0)];
+    // The death came during the initial kernel's profile: it runs again, the references wait.
+    assert_eq!(references_on_resume(&to_profile, &[]), ["profile 0 on 0"]);
+    let asked = [started("k0"), verified(0, 0, 8.0), profiled(0)];
+    // The first request was out and the references were not timed, or only one of them.
+    assert_eq!(references_on_resume(&asked, &[]), ["time references on 0"]);
+    assert_eq!(
+        references_on_resume(&asked, &[Reference::Eager]),
+        ["time references on 0"]
+    );
+    assert!(references_on_resume(&asked, &[Reference::Eager, Reference::Compile]).is_empty());
+    // After the resume's profile, the first request takes the references with it.
+    let config = starting_up(Pacing::Rounds);
+    let mut resumed = SearchState::rebuild(config, &to_profile);
+    let _ = resumed.resume(&BTreeSet::new());
+    let after: Vec<String> = resumed.apply(&profiled(0)).iter().map(describe).collect();
+    assert_eq!(
+        after.last().map(String::as_str),
+        Some("time references on 0")
+    );
+}
+
+/// An `evaluated` record of a verified candidate whose call ran `code` (a fingerprint's text),
+/// timed at `ms` or not timed.
+fn verified_with_code(candidate: u64, ms: Option<f64>, code: &str) -> Event {
+    let mut event = evaluated(candidate, 0, 0, EvaluationOutcome::Verified, ms);
+    if let Event::Evaluated { compiled, .. } = &mut event {
+        *compiled = CompiledCode::parse(&code.repeat(64 / code.len()));
+    }
+    event
+}
+
+/// Issue 23: a candidate verified with the compiled code of a candidate timed before it is a
+/// duplicate of that one, "same compiled code", whether its worker skipped its timing or (the
+/// earlier one timed meanwhile on another device) timed it; the first to have the code keeps it.
+#[test]
+fn a_candidate_with_the_compiled_code_of_a_timed_one_is_its_duplicate() {
+    let steps = [
+        (started("k0"), "evaluate 0 on 0, attempt 0: k0"),
+        (
+            verified_with_code(0, Some(8.0), "a0"),
+            "0 finished at 8 ms
+             best is now 0 (8 ms)
+             round 1 starts from [CandidateId(0)]
+             planned 1 in round 1 from 0 (proposal 0) on 0
+             planned 2 in round 1 from 0 (proposal 1) on 0
+             planned 3 in round 1 from 0 (proposal 2) on 0
+             journal request r1-c0-analysis
+             ask for 3 bottlenecks of 0",
+        ),
+        (
+            analysed(0, 1, &["memory"]),
+            "journal request r1-c1
+             ask for 1 from 0 (proposal 0 of 3, bottleneck Some(\"memory\"))
+             journal request r1-c2
+             ask for 2 from 0 (proposal 1 of 3, bottleneck None)
+             journal request r1-c3
+             ask for 3 from 0 (proposal 2 of 3, bottleneck None)",
+        ),
+        (code(1, 0, "k1"), "evaluate 1 on 0, attempt 0: k1"),
+        (
+            code(2, 0, "k2 = renamed(k1)"),
+            "evaluate 2 on 0, attempt 0: k2 = renamed(k1)",
+        ),
+        (code(3, 0, "k3"), "evaluate 3 on 0, attempt 0: k3"),
+        (
+            verified_with_code(1, Some(5.0), "b1"),
+            "1 finished at 5 ms
+             best is now 1 (5 ms)",
+        ),
+        // Its worker had the code of 1 by then: not timed.
+        (
+            verified_with_code(2, None, "b1"),
+            "2 failed: same compiled code as candidate 1",
+        ),
+        // Timed before the worker knew of 1's code: a duplicate all the same, never the best.
+        (
+            verified_with_code(3, Some(4.0), "b1"),
+            "3 failed: same compiled code as candidate 1
+             beam after round 1: [1]
+             round 1 done: 3 proposed, 1 verified, 0 failed, 2 duplicates
+             finish Completed: max_rounds (1) reached
+             remove the caches of 2
+             remove the caches of 3",
+        ),
+    ];
+    let config = config(1, 3, 1, 1, Pacing::Rounds);
+    let live = check(config.clone(), &steps);
+    let owners: Vec<(String, u64)> = live
+        .timed_code()
+        .iter()
+        .map(|(code, id)| (code.as_str()[..2].to_string(), id.0))
+        .collect();
+    assert_eq!(owners, [("a0".to_string(), 0), ("b1".to_string(), 1)]);
+    let journal: Vec<Event> = steps.iter().map(|(input, _)| input.clone()).collect();
+    assert_eq!(SearchState::rebuild(config, &journal), live);
 }

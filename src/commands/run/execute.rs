@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use actix::Actor;
-use actors::journal::{Event, History};
+use actors::journal::{Event, History, StartupStepName};
 use actors::manager::{ManagerSettings, Resume};
 use actors::ports::LlmProvider;
 use actors::search_state::{Generation, SearchConfig, SeedsKept};
@@ -48,6 +48,8 @@ pub(crate) struct Launch {
     pub kernel: KernelDir,
     pub placement: Placement,
     pub preflight: CheckReport,
+    /// When the command began resolving the run: the start-up's first moment.
+    pub began: SystemTime,
     /// What earlier processes already spent of max_time: a resumed run's, or the runs of
     /// `--strategy all` before this one.
     pub time_spent: Duration,
@@ -85,6 +87,7 @@ impl Launch {
         run_parent: &Path,
         spent: &Spent,
     ) -> Result<Launch, CommandError> {
+        let began = SystemTime::now();
         let settings = load_strategy(
             &invocation.config_dir(),
             &invocation.strategy,
@@ -132,6 +135,7 @@ impl Launch {
             kernel,
             placement,
             preflight,
+            began,
             time_spent: spent.time,
             system,
             llm,
@@ -387,6 +391,7 @@ pub(crate) fn execute(
         max_inflight,
         prompts,
         preflight,
+        began,
         ..
     } = launch;
     let run_root = run_dir.root().to_path_buf();
@@ -453,8 +458,15 @@ pub(crate) fn execute(
         time_limit: time_limit.clone(),
         evaluations_fill_the_disk: !scratch_is_bounded(&preflight),
     };
+    // A resumed run's start-up is not the run's: only a new run journals its own.
+    let startup = if resume.is_none() {
+        startup_steps(began, &preflight)
+    } else {
+        Vec::new()
+    };
     let plan = RunPlan {
         started,
+        startup,
         resume,
         manager,
         max_inflight,
@@ -539,6 +551,24 @@ pub(crate) fn execute(
 
 /// Whether every evaluator writes only in a bounded scratch of its own: the sandbox's limits
 /// are there on this machine (on each node, under Slurm).
+/// The `startup_step` records of what ran before the actors: the launch until now, and the
+/// preflight within it.
+fn startup_steps(began: SystemTime, preflight: &CheckReport) -> Vec<Event> {
+    let mut steps = vec![Event::StartupStep {
+        step: StartupStepName::Launch,
+        started: began,
+        ended: SystemTime::now(),
+    }];
+    if let Some((started, ended)) = preflight.ran {
+        steps.push(Event::StartupStep {
+            step: StartupStepName::Preflight,
+            started,
+            ended,
+        });
+    }
+    steps
+}
+
 fn scratch_is_bounded(preflight: &CheckReport) -> bool {
     let mut limits = preflight
         .lines()

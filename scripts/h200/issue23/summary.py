@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Issue 23's figures from the runs' journals (scripts/h200/issue23/issue23.sh): per run, the
+first LLM request's seconds after launch, the start-up's steps, the device time per candidate,
+the busy fraction (scripts/h200/busy_fraction.py) and the duplicates of both kinds; one
+`PASS`/`FAIL` line per check of the new binary's runs.
+
+    python3 summary.py RUNS_DIR EXITS_FILE
+"""
+
+import json
+import statistics
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+BUSY = Path(__file__).resolve().parents[1] / "busy_fraction.py"
+
+
+def when(text):
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def verdict(ok, what, why=""):
+    print(f"PASS {what}" if ok else f"FAIL {what}: {why}")
+
+
+def startup(records):
+    """(origin, [(step, from_s, to_s)], first request s): the first process's start-up."""
+    launch = next((r for r in records if r["type"] == "startup_step" and r["step"] == "launch"), None)
+    origin = when(launch["started"]) if launch else when(records[0]["t"])
+    steps = [(r["step"], when(r["started"]) - origin, when(r["ended"]) - origin)
+             for r in records if r["type"] == "startup_step"]
+    spans = {}
+    for r in records:
+        if r["type"] == "run_resumed":
+            break
+        if r["type"] in ("step_started", "step_finished") and r.get("candidate") == 0:
+            span = spans.setdefault(r["step"], [None, None])
+            at = when(r["t"]) - origin
+            if r["type"] == "step_started" and span[0] is None:
+                span[0] = at
+            elif r["type"] == "step_finished" and (span[1] is None or r["step"] == "reference"):
+                span[1] = at
+    for name in ("verify", "time", "profile", "reference"):
+        if name in spans:
+            steps.append((f"initial {name}" if name != "reference" else "references", *spans[name]))
+    first = next((when(r["t"]) - origin for r in records
+                  if r["type"] in ("analysis_requested", "proposal_requested")), None)
+    return steps, first
+
+
+def seconds(value):
+    return "–" if value is None else f"{value:.1f}"
+
+
+def summarize(name, run, exit_code):
+    records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines() if line.strip()]
+    steps, first = startup(records)
+    print(f"## {name}\n")
+    print(f"- exit {exit_code}; first LLM request {seconds(first)} s after launch")
+    print("\n| start-up step | from (s) | to (s) |\n|---|---:|---:|")
+    for step, start, end in steps:
+        print(f"| {step} | {seconds(start)} | {seconds(end)} |")
+    evaluated = [r for r in records if r["type"] == "evaluated" and r["candidate"] > 0 and r.get("seconds")]
+    device = [r["seconds"] for r in evaluated]
+    timed = {r["candidate"] for r in records if r["type"] == "step_started" and r["step"] == "time"}
+    if device:
+        print(f"\n- device time per candidate: median {statistics.median(device):.2f} s, mean "
+              f"{statistics.mean(device):.2f} s over {len(device)} evaluations; {len(timed - {0})} timed")
+    finished = [r for r in records if r["type"] == "candidate_finished" and r.get("duplicate_of") is not None]
+    compiled = [r for r in finished if (r.get("reason") or "").startswith("same compiled code")]
+    tokens = [r for r in finished if r not in compiled]
+    pairs = ", ".join("{} of {}".format(r["candidate"], r["duplicate_of"]) for r in compiled)
+    print(f"- duplicates: {len(tokens)} by tokens, {len(compiled)} by compiled code ({pairs or 'none'})")
+    busy = subprocess.run([sys.executable, str(BUSY), str(run)], capture_output=True, text=True)
+    print("\n" + (busy.stdout.strip() or busy.stderr.strip()) + "\n")
+    if name.startswith("new"):
+        references = next((when(r["t"]) for r in records
+                           if r["type"] == "step_started" and r["step"] == "reference"), None)
+        first_at = next((when(r["t"]) for r in records
+                         if r["type"] in ("analysis_requested", "proposal_requested")), None)
+        verdict(exit_code == 0, f"{name}: kactors exited 0", f"exit {exit_code}")
+        verdict(first_at is not None and (references is None or first_at <= references),
+                f"{name}: the first request went out before the references were timed")
+        verdict(len(compiled) == 2, f"{name}: 01a and 01b are compiled duplicates of 01",
+                [(r["candidate"], r.get("reason")) for r in finished])
+        verdict(not (timed & {r["candidate"] for r in compiled}),
+                f"{name}: no compiled duplicate was timed", sorted(timed))
+    print()
+
+
+def main(runs, exits):
+    codes = dict(line.split() for line in Path(exits).read_text().splitlines() if line.strip())
+    print("# Issue 23: start-up order and compiled duplicates\n")
+    for name in sorted(codes):
+        found = sorted((Path(runs) / name).glob("*/journal.jsonl"))
+        if not found:
+            print(f"## {name}\n\nFAIL {name}: no journal (exit {codes[name]})\n")
+            continue
+        summarize(name, found[0].parent, int(codes[name]))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -194,6 +194,7 @@ mod tests {
     use super::*;
     use crate::journal::samples::run_started;
     use crate::model::DeviceId;
+    use crate::report::tests::step_event;
 
     fn at(seconds: f64) -> SystemTime {
         SystemTime::UNIX_EPOCH
@@ -202,28 +203,7 @@ mod tests {
     }
 
     fn step(seconds: f64, step: Step, finished: bool) -> JournalRecord {
-        let (candidate, parent, round, device) = (CandidateId::INITIAL, None, 0, DeviceId(0));
-        let event = if finished {
-            Event::StepFinished {
-                candidate,
-                parent,
-                round,
-                device,
-                step,
-                provenance: None,
-                verdict: None,
-                time_ms: None,
-                error: None,
-            }
-        } else {
-            Event::StepStarted {
-                candidate,
-                parent,
-                round,
-                device,
-                step,
-            }
-        };
+        let event = step_event(CandidateId::INITIAL, None, 0, DeviceId(0), step, finished);
         JournalRecord {
             t: at(seconds),
             event,

@@ -435,6 +435,38 @@ fn the_lineage_of_200_candidates_fits_on_one_screen_and_names_the_bottleneck_add
     assert!(svg.contains("addressing low occupancy: 5.0100 ms"));
 }
 
+/// A step's `step_started`, or its `step_finished` with nothing but its place.
+pub(super) fn step_event(
+    candidate: CandidateId,
+    parent: Option<CandidateId>,
+    round: u32,
+    device: DeviceId,
+    step: Step,
+    finished: bool,
+) -> Event {
+    if finished {
+        Event::StepFinished {
+            candidate,
+            parent,
+            round,
+            device,
+            step,
+            provenance: None,
+            verdict: None,
+            time_ms: None,
+            error: None,
+        }
+    } else {
+        Event::StepStarted {
+            candidate,
+            parent,
+            round,
+            device,
+            step,
+        }
+    }
+}
+
 /// One plot of a rendered page, by its class (`plot candidates`, `plot devices`, …).
 fn plot<'a>(html: &'a str, class: &str) -> &'a str {
     let start = html
@@ -498,30 +530,8 @@ fn past_the_marks_limit_report_html_counts_every_candidate_in_a_page_that_stays_
         let parent = (id > 0).then(|| CandidateId(id.saturating_sub(20) / 20 * 20));
         let t = 10 * id;
         for (offset, step) in [(0, Step::Verify), (4, Step::Time)] {
-            let step_of = |finished: bool| {
-                let (candidate, parent) = (CandidateId(id), parent);
-                if finished {
-                    Event::StepFinished {
-                        candidate,
-                        parent,
-                        round,
-                        device,
-                        step,
-                        provenance: None,
-                        verdict: None,
-                        time_ms: None,
-                        error: None,
-                    }
-                } else {
-                    Event::StepStarted {
-                        candidate,
-                        parent,
-                        round,
-                        device,
-                        step,
-                    }
-                }
-            };
+            let step_of =
+                |finished| step_event(CandidateId(id), parent, round, device, step, finished);
             summary.observe(&at(t + offset, step_of(false)));
             summary.observe(&at(t + offset + 3, step_of(true)));
         }

@@ -45,11 +45,17 @@ def records_of(run):
 
 def kactors(binary, args, env=None):
     """Runs kactors to its end, alone among this script's children: its user and system CPU
-    seconds, its max RSS in MB and the wall seconds it took."""
+    seconds, its max RSS in MB and the wall seconds it took. GNU time starts it: a child forked
+    from this script would count this script's memory (the journals it read) in its max RSS."""
     started = time.monotonic()
-    child = subprocess.Popen([binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, _, usage = os.wait4(child.pid, 0)
-    return usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024, time.monotonic() - started
+    with tempfile.NamedTemporaryFile("r") as rss:
+        child = subprocess.Popen(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, binary, *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        )
+        _, _, usage = os.wait4(child.pid, 0)
+        max_rss_kib = int(rss.read().split()[-1])
+    return usage.ru_utime, usage.ru_stime, max_rss_kib / 1024, time.monotonic() - started
 
 
 def per_thousand(records):

@@ -2,7 +2,7 @@
 //! Nothing here does I/O.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -61,22 +61,60 @@ impl fmt::Display for CandidateId {
 }
 
 /// A kernel's Python source. Cheap to clone; compared by content.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct KernelSource(Arc<str>);
+#[derive(Clone)]
+pub struct KernelSource(Arc<SourceText>);
+
+struct SourceText {
+    text: Box<str>,
+    /// Its `same_code_key`, worked out the first time it is asked for: a source is compared
+    /// with every kernel of the beam it meets and with every earlier proposal, and a resume
+    /// meets every proposal of the run, so tokenizing it each time was most of a resume's fold.
+    same_code: OnceLock<String>,
+}
 
 impl KernelSource {
-    pub fn new(text: impl Into<Arc<str>>) -> Self {
-        KernelSource(text.into())
+    pub fn new(text: impl Into<Box<str>>) -> Self {
+        KernelSource(Arc::new(SourceText {
+            text: text.into(),
+            same_code: OnceLock::new(),
+        }))
     }
 
     pub fn text(&self) -> &str {
-        &self.0
+        &self.0.text
+    }
+
+    /// Its fingerprint as the same kernel (`tokens::same_code_key`), tokenized once.
+    pub fn same_code_key(&self) -> &str {
+        self.0
+            .same_code
+            .get_or_init(|| crate::tokens::same_code_key(&self.0.text))
     }
 
     /// A stable 64-bit FNV-1a digest of the source. Stable across Rust versions and runs, unlike
     /// `DefaultHasher`, because the noop platform's simulated figures and the journal depend on it.
     pub fn digest(&self) -> u64 {
-        fnv1a(self.0.as_bytes())
+        fnv1a(self.0.text.as_bytes())
+    }
+}
+
+impl PartialEq for KernelSource {
+    fn eq(&self, other: &Self) -> bool {
+        self.text() == other.text()
+    }
+}
+
+impl Eq for KernelSource {}
+
+impl std::hash::Hash for KernelSource {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.text().hash(state);
+    }
+}
+
+impl fmt::Debug for KernelSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("KernelSource").field(&self.text()).finish()
     }
 }
 

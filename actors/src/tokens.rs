@@ -13,6 +13,8 @@ use crate::journal::{hex, sha256_hex};
 
 /// A fingerprint of a source's token stream: equal for the same kernel written differently.
 pub fn same_code_key(source: &str) -> String {
+    #[cfg(test)]
+    TOKENIZED.with(|count| count.set(count.get() + 1));
     // The canonical stream goes straight into the hash: a resume keys every proposal again,
     // and building it as a string, a formatted token at a time, was most of that cost.
     let mut canonical = HashWriter(Sha256::new());
@@ -25,6 +27,12 @@ pub fn same_code_key(source: &str) -> String {
         let _ = writeln!(canonical, "{token:?}");
     }
     hex(&canonical.0.finalize())
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many sources this thread has tokenized: what tests of the key's caching count.
+    pub static TOKENIZED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// A `fmt::Write` that hashes what is written to it.

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use crate::model::{CandidateId, CompiledCode, DeviceId, KernelSource, Provenance, RankedKernel};
 use crate::ports::AttemptOutcome;
 use crate::search::{Beam, device_for};
-use crate::tokens::same_code_key;
 
 use super::{Candidate, Core, Decision, Earlier, Out, Phase, Resolution, Sameness, Settled};
 
@@ -178,11 +177,7 @@ impl Core {
             ReplyOutcome::Code => {
                 self.proposals_answered += 1;
                 let code = KernelSource::new(reply.code.unwrap_or_default());
-                match self
-                    .evaluated_sources
-                    .get(&same_code_key(code.text()))
-                    .copied()
-                {
+                match self.evaluated_sources.get(code.same_code_key()).copied() {
                     Some(original) => {
                         let earlier = Resolution::Duplicate(Earlier {
                             of: original,
@@ -204,7 +199,7 @@ impl Core {
     /// A candidate's new code goes to its device.
     pub(super) fn take_code(&mut self, id: CandidateId, code: KernelSource, out: &mut Out) {
         self.evaluated_sources
-            .entry(same_code_key(code.text()))
+            .entry(code.same_code_key().to_string())
             .or_insert(id);
         self.caches_held.insert(id);
         let Some(candidate) = self.candidates.get_mut(&id) else {

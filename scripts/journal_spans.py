@@ -1,5 +1,6 @@
-"""What the scaling scripts share: a kernel directory of replay candidates, a run of kactors on
-it, and what they read from its journal (record times and each device's busy spans)."""
+"""What the measurement scripts share: a kernel directory of replay candidates, a run of kactors
+on it, and what they read from its journal (its records with each candidate's placement put
+back, record times and each device's busy spans)."""
 
 import json
 import subprocess
@@ -30,8 +31,30 @@ def run_kactors(binary, work, name, strategy, kernel):
         [binary, "run", "--strategy", "measured", "--config-dir", str(config), "--kernel-dir", str(kernel), "--run-dir", str(runs)],
         check=True, stderr=subprocess.DEVNULL,
     )
-    run = next(runs.iterdir())
-    return [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines()]
+    return records_of(next(runs.iterdir()))
+
+
+PLACEMENT = ("parent", "round", "device")
+
+
+def records_of(run):
+    """A run directory's journal records, each candidate's placement put back where a line left
+    it out as the line before said it (docs/journal.md, schema 5: `parent`, `round` and `device`
+    are said on a candidate's first line of each process)."""
+    records, placements = [], {}
+    for line in (run / "journal.jsonl").read_text().splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if "candidate" in record and record["type"] != "run_resumed":
+            placement = placements.setdefault(record["candidate"], {})
+            for key in PLACEMENT:
+                if key in record:
+                    placement[key] = record[key]
+                elif key in placement:
+                    record[key] = placement[key]
+        records.append(record)
+    return records
 
 
 def stamp(text):

@@ -10,10 +10,12 @@ attempt (tests/busy.rs's window), the gaps taken out.
 """
 
 import datetime
-import json
 import pathlib
 import statistics
 import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from journal_spans import records_of  # noqa: E402
 
 
 def when(text: str) -> float:
@@ -24,7 +26,7 @@ def when(text: str) -> float:
 
 def main() -> None:
     run = pathlib.Path(sys.argv[1])
-    records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines() if line.strip()]
+    records = records_of(run)
     start, end = when(records[0]["t"]), when(records[-1]["t"])
     busy, open_steps, gaps, processes = {}, {}, [], 1
     spans = []

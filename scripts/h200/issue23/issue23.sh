@@ -1,33 +1,30 @@
 #!/usr/bin/env bash
-# Issue 23 parts 1 and 4 (start-up order, compiled duplicates) on one H200, in one call of the
-# device tool. Run from the repository root with the release binary at target/release/kactors
-# (or $KACTORS), and today's binary, built from the branch point, at .h200/kactors-old (or
-# $KACTORS_OLD; left out when absent):
-#   OUT=/some/folder bash scripts/h200/issue23/issue23.sh
-# On the matvec example with the replay provider at a 6 s latency, in rounds and in steady
-# search, the old binary and the new one side by side: the replay candidates in name order put
-# two compiled duplicates of 01_row_tiles.py in the first round (renamed, and renamed with two
-# independent lines swapped). It leaves under $OUT: machine.txt, summary.md (per run: the first
-# request's seconds after launch, the start-up steps, device time per candidate, the busy
-# fraction, the duplicates of both kinds), runs.tgz and logs.tgz.
+# Issue 23 on one H200, in one call of the device tool: the new binary and today's (the branch
+# point, c5e044a) side by side on the matvec example with the replay provider at a 6 s latency,
+# beam 1 x 4, two rounds, ncu profiling. Run from the repository root:
+#   KACTORS=.h200/kactors KACTORS_OLD=.h200/kactors-old BUDGET_S=370 OUT=$OUT bash scripts/h200/issue23/issue23.sh
+# Runs in the order new rounds, old rounds, new steady, old steady; a run is started only with
+# 90 s of the budget left, ends its search by --max-time inside what is left, and is killed
+# (SIGTERM, then SIGKILL 10 s later) past it. After each run, summary.md and runs.tgz under $OUT
+# are written again, so a call cut short still returns what was measured. The replay candidates
+# in name order put two compiled duplicates of 01_row_tiles.py in the first round (renamed, and
+# renamed with two independent lines swapped). summary.md: per run, the first LLM request's
+# seconds after the process was launched, the start-up's steps, each profile's device time, the
+# device time per candidate, the busy fraction, the duplicates of both kinds.
 set -uo pipefail
 OUT=${OUT:-/tmp/kactors-issue23}
 KACTORS=$(realpath "${KACTORS:-target/release/kactors}")
 KACTORS_OLD=${KACTORS_OLD:-.h200/kactors-old}
-BUDGET_S=${BUDGET_S:-400}
+BUDGET_S=${BUDGET_S:-370}
 LATENCY_S=${LATENCY_S:-6}
-HERE=scripts/h200/issue23
+HERE=$(pwd)/scripts/h200/issue23
 export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$OUT"
-WORK=$(pwd)/.issue23-work
-rm -rf "$WORK"
+WORK=$(mktemp -d /tmp/kactors-issue23.XXXXXX)
 LOGS=$WORK/logs
-RESULTS=$WORK/results.txt
 mkdir -p "$LOGS" "$WORK/runs" "$WORK/configs"
-: > "$RESULTS"
 : > "$WORK/exits.txt"
 STARTED=$(date +%s)
-. scripts/h200/budget.sh
 {
     date -u +%Y-%m-%dT%H:%M:%SZ
     nvidia-smi --query-gpu=name,uuid,memory.total,driver_version --format=csv
@@ -50,27 +47,37 @@ for pacing in rounds steady; do
     } > "$WORK/configs/$pacing.yaml"
 done
 
-# measure NAME BINARY PACING WANTED_S
-measure() {
-    local name=$1 binary=$2 pacing=$3 wanted=$4
-    timeout "$(allowed "$wanted")" "$binary" run --strategy "$pacing" --config-dir "$WORK/configs" \
-        --kernel-dir "$WORK/kernel" --run-dir "$WORK/runs/$name" --json \
-        > "$LOGS/$name.events.jsonl" 2> "$LOGS/$name.stderr"
-    echo "$name $?" >> "$WORK/exits.txt"
+report() {
+    python3 "$HERE/summary.py" "$WORK/runs" "$WORK/exits.txt" > "$OUT/summary.md" 2> "$LOGS/summary.stderr"
+    echo "elapsed $(($(date +%s) - STARTED)) s of a budget of $BUDGET_S s" >> "$OUT/summary.md"
+    tar czf "$OUT/runs.tgz" --exclude='triton-cache' --exclude='scratch' --exclude='*.cubin' \
+        --exclude='*.ncu-rep' --exclude='*.ptx' -C "$WORK" runs 2>/dev/null
+    tar czf "$OUT/logs.tgz" -C "$WORK" logs 2>/dev/null
 }
 
-measure new-rounds "$KACTORS" rounds 100
-measure new-steady "$KACTORS" steady 100
-if [ -x "$KACTORS_OLD" ]; then
-    measure old-rounds "$(realpath "$KACTORS_OLD")" rounds 100
-    measure old-steady "$(realpath "$KACTORS_OLD")" steady 100
-fi
+# measure NAME BINARY PACING: at most 120 s, and never past the budget.
+measure() {
+    local name=$1 binary=$2 pacing=$3
+    local left=$((BUDGET_S - ($(date +%s) - STARTED)))
+    if [ "$left" -lt 90 ]; then
+        echo "$name skipped: $left s of the budget left" >> "$WORK/skipped.txt"
+        return
+    fi
+    local allowed=$((left < 120 ? left : 120))
+    local launched
+    launched=$(date +%s.%N)
+    timeout -k 10 "$allowed" "$binary" run --strategy "$pacing" --config-dir "$WORK/configs" \
+        --kernel-dir "$WORK/kernel" --run-dir "$WORK/runs/$name" --max-time "$((allowed - 20))s" \
+        --json > "$LOGS/$name.events.jsonl" 2> "$LOGS/$name.stderr"
+    echo "$name $? $launched" >> "$WORK/exits.txt"
+    report
+}
 
-python3 "$HERE/summary.py" "$WORK/runs" "$WORK/exits.txt" > "$OUT/summary.md" 2> "$LOGS/summary.stderr"
-echo "elapsed $(($(date +%s) - STARTED)) s" >> "$OUT/summary.md"
-tar czf "$OUT/logs.tgz" -C "$WORK" logs 2>/dev/null
-tar czf "$OUT/runs.tgz" --exclude='triton-cache' --exclude='scratch' --exclude='*.cubin' \
-    --exclude='*.ncu-rep' -C "$WORK" runs 2>/dev/null
+measure new-rounds "$KACTORS" rounds
+[ -x "$KACTORS_OLD" ] && measure old-rounds "$(realpath "$KACTORS_OLD")" rounds
+measure new-steady "$KACTORS" steady
+[ -x "$KACTORS_OLD" ] && measure old-steady "$(realpath "$KACTORS_OLD")" steady
+[ -f "$WORK/skipped.txt" ] && cat "$WORK/skipped.txt" >> "$OUT/summary.md"
 cat "$OUT/summary.md"
 status=0
 grep -q '^FAIL' "$OUT/summary.md" && status=1

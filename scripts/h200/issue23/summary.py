@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Issue 23's figures from the runs' journals (scripts/h200/issue23/issue23.sh): per run, the
-first LLM request's seconds after launch, the start-up's steps, the device time per candidate,
-the busy fraction (scripts/h200/busy_fraction.py) and the duplicates of both kinds; one
-`PASS`/`FAIL` line per check of the new binary's runs.
+first LLM request's seconds after the process was launched, the start-up's steps, each
+profile's device time, the device time per candidate, the busy fraction
+(scripts/h200/busy_fraction.py) and the duplicates of both kinds; one `PASS`/`FAIL` line per
+check of the new binary's runs.
 
     python3 summary.py RUNS_DIR EXITS_FILE
+
+EXITS_FILE: a line per run, `NAME EXIT_CODE LAUNCHED` (LAUNCHED: the epoch seconds at which
+the script started the process; the journal's first stamp comes only after the preflight).
 """
 
-import json
 import statistics
 import subprocess
 import sys
@@ -15,6 +18,8 @@ from datetime import datetime
 from pathlib import Path
 
 BUSY = Path(__file__).resolve().parents[1] / "busy_fraction.py"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from journal_spans import records_of  # noqa: E402
 
 
 def when(text):
@@ -25,10 +30,10 @@ def verdict(ok, what, why=""):
     print(f"PASS {what}" if ok else f"FAIL {what}: {why}")
 
 
-def startup(records):
-    """(origin, [(step, from_s, to_s)], first request s): the first process's start-up."""
-    launch = next((r for r in records if r["type"] == "startup_step" and r["step"] == "launch"), None)
-    origin = when(launch["started"]) if launch else when(records[0]["t"])
+def startup(records, launched):
+    """([(step, from_s, to_s)], first request s): the first process's start-up, in seconds
+    after the process was launched."""
+    origin = launched
     steps = [(r["step"], when(r["started"]) - origin, when(r["ended"]) - origin)
              for r in records if r["type"] == "startup_step"]
     spans = {}
@@ -54,11 +59,29 @@ def seconds(value):
     return "–" if value is None else f"{value:.1f}"
 
 
-def summarize(name, run, exit_code):
-    records = [json.loads(line) for line in (run / "journal.jsonl").read_text().splitlines() if line.strip()]
-    steps, first = startup(records)
+def profiles(records):
+    """The device seconds of each profile step, from its step_started to its step_finished."""
+    started, spans = {}, []
+    for r in records:
+        if r.get("step") != "profile":
+            continue
+        key = (r.get("candidate"), r.get("device"))
+        if r["type"] == "step_started":
+            started[key] = when(r["t"])
+        elif r["type"] == "step_finished" and key in started:
+            spans.append(when(r["t"]) - started.pop(key))
+    return spans
+
+
+def summarize(name, run, exit_code, launched):
+    records = records_of(run)
+    steps, first = startup(records, launched)
     print(f"## {name}\n")
-    print(f"- exit {exit_code}; first LLM request {seconds(first)} s after launch")
+    print(f"- exit {exit_code}; first LLM request {seconds(first)} s after the process was launched "
+          f"(run_started {when(records[0]['t']) - launched:.1f} s after)")
+    spans = profiles(records)
+    if spans:
+        print(f"- profiles: {len(spans)}, device seconds each: " + ", ".join(f"{s:.1f}" for s in spans))
     print("\n| start-up step | from (s) | to (s) |\n|---|---:|---:|")
     for step, start, end in steps:
         print(f"| {step} | {seconds(start)} | {seconds(end)} |")
@@ -91,14 +114,14 @@ def summarize(name, run, exit_code):
 
 
 def main(runs, exits):
-    codes = dict(line.split() for line in Path(exits).read_text().splitlines() if line.strip())
-    print("# Issue 23: start-up order and compiled duplicates\n")
-    for name in sorted(codes):
+    runs_launched = [line.split() for line in Path(exits).read_text().splitlines() if line.strip()]
+    print("# Issue 23: start-up order, profiles, device time, busy fraction, compiled duplicates\n")
+    for name, code, launched in runs_launched:
         found = sorted((Path(runs) / name).glob("*/journal.jsonl"))
         if not found:
-            print(f"## {name}\n\nFAIL {name}: no journal (exit {codes[name]})\n")
+            print(f"## {name}\n\nFAIL {name}: no journal (exit {code})\n")
             continue
-        summarize(name, found[0].parent, int(codes[name]))
+        summarize(name, found[0].parent, int(code), float(launched))
 
 
 if __name__ == "__main__":

@@ -140,6 +140,10 @@ struct FinishedCandidate {
     fate: Fate,
 }
 
+/// How many of the fastest candidates' code the report keeps (`RunSummary::sources`): far more
+/// than a beam is wide.
+const CODE_KEPT: usize = 64;
+
 /// Everything the report needs, accumulated record by record.
 #[derive(Clone, Debug, Default)]
 pub struct RunSummary {
@@ -184,9 +188,14 @@ pub struct RunSummary {
     /// `kactors resume <dir>`: named by an interrupted run's `run_finished`, or given by whoever
     /// renders the report of a run that may have been killed.
     resume_command: Option<String>,
-    /// Each candidate's latest code (the initial kernel's from `run_started`): the best's is
-    /// shown at the top of report.html.
+    /// The latest code of the initial kernel (from `run_started`), of each candidate not yet
+    /// finished, and of the `CODE_KEPT` fastest that passed: the best's is shown at the top of
+    /// report.html, and the best is among them (only the finale's re-check can pass over the
+    /// fastest, and it re-checks the beam).
     sources: BTreeMap<CandidateId, String>,
+    /// The candidates whose code is kept for being fast, by time (a time's bits order as the
+    /// times do: they are not negative).
+    fastest: BTreeSet<(u64, CandidateId)>,
     /// Each candidate's parent and which of the parent's proposals it is, and each parent's
     /// analysed bottlenecks in the order the proposals take them: the lineage's labels.
     planned: BTreeMap<CandidateId, (CandidateId, u32)>,
@@ -298,6 +307,9 @@ impl RunSummary {
                 self.profile_times.insert(*candidate, *ms);
             }
             _ => {}
+        }
+        if let Event::CandidateFinished { candidate, .. } = &record.event {
+            self.forget_code_unless_among_the_fastest(*candidate);
         }
         match &record.event {
             Event::RunStarted {
@@ -593,6 +605,24 @@ impl RunSummary {
                 .min_by(|a, b| a.1.total_cmp(b.1).then(a.0.cmp(b.0)))
                 .map(|(id, ms)| (*id, *ms))
         })
+    }
+
+    /// Keeps a finished candidate's code only while it is among the `CODE_KEPT` fastest that
+    /// passed: a run of 100,000 candidates would otherwise hold every kernel it made.
+    fn forget_code_unless_among_the_fastest(&mut self, candidate: CandidateId) {
+        if candidate == CandidateId::INITIAL {
+            return;
+        }
+        let Some(ms) = self.event_times.get(&candidate).filter(|ms| **ms >= 0.0) else {
+            self.sources.remove(&candidate);
+            return;
+        };
+        self.fastest.insert((ms.to_bits(), candidate));
+        if self.fastest.len() > CODE_KEPT
+            && let Some((_, slowest)) = self.fastest.pop_last()
+        {
+            self.sources.remove(&slowest);
+        }
     }
 
     /// How a reader of this run's report, should it end without `run_finished`, goes on with it.

@@ -381,6 +381,9 @@ struct Core {
     /// released (they can no longer become parents).
     caches_held: BTreeSet<CandidateId>,
     caches_released: BTreeSet<CandidateId>,
+    /// Released candidates whose code is kept while they are the best or their reflexion is
+    /// pending (caches.rs).
+    code_kept_for_now: BTreeSet<CandidateId>,
     /// The latest round whose end updated the beam (0 before the first).
     beam_round: u32,
     /// Generation's seeds while they decide the first beam.
@@ -437,6 +440,7 @@ impl SearchState {
                 finished: None,
                 caches_held: BTreeSet::new(),
                 caches_released: BTreeSet::new(),
+                code_kept_for_now: BTreeSet::new(),
                 beam_round: 0,
                 seeding: Seeding::default(),
                 anything_evaluated: false,

@@ -1,7 +1,8 @@
 //! A candidate's folder holds caches while the candidate may still be worked on: Triton's cache
 //! with its compiled binaries, a parent's profile. Once it can no longer become a parent they
 //! serve nothing (its time, verdict and profile are in the journal), and on a long GPU run they
-//! would fill the disk: the search releases them, and the Collector removes them.
+//! would fill the disk: the search releases them, and the Collector removes them. The search
+//! forgets their code then too, which would fill the memory.
 //!
 //! A candidate can no longer become a parent once it is resolved, not in the beam, and no
 //! profile of it is running. The initial kernel keeps its caches: the finale times it again in
@@ -14,6 +15,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::journal::Event;
 use crate::model::CandidateId;
 use crate::search::Pacing;
 
@@ -35,10 +37,35 @@ impl Core {
             .filter(|id| *id != CandidateId::INITIAL)
             .filter(|id| !beam.contains(id) && self.can_no_longer_be_a_parent(*id))
             .collect();
-        for candidate in released {
-            self.caches_held.remove(&candidate);
-            self.caches_released.insert(candidate);
-            out.push(Decision::RemoveCaches { candidate });
+        for candidate in &released {
+            self.caches_held.remove(candidate);
+            self.caches_released.insert(*candidate);
+            out.push(Decision::RemoveCaches {
+                candidate: *candidate,
+            });
+        }
+        let waiting = std::mem::take(&mut self.code_kept_for_now);
+        for candidate in waiting.into_iter().chain(released) {
+            self.forget_code(candidate);
+        }
+    }
+
+    /// Forgets the code of a candidate that can no longer become a parent: a long run holds
+    /// 100,000 of them, a kernel kilobytes each, and the code stays in the journal and the
+    /// candidate's folder. A parent's is kept (steady search's fallback may still propose from
+    /// it), and the best's and one's whose reflexion is pending until they are not (the finale
+    /// times the best; a resume asks the reflexion again with the code).
+    fn forget_code(&mut self, id: CandidateId) {
+        if self.parents.contains_key(&id) {
+            return;
+        }
+        let reflexion_pending = self.requests.pending().iter().any(|request| {
+            matches!(request.cancelled, Event::ReflexionReceived { candidate, .. } if candidate == id)
+        });
+        if reflexion_pending || self.best.is_some_and(|(best, _)| best == id) {
+            self.code_kept_for_now.insert(id);
+        } else if let Some(candidate) = self.candidates.get_mut(&id) {
+            candidate.sources = Vec::new();
         }
     }
 

@@ -30,7 +30,6 @@ use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
 use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
-pub use crate::search_state::RECENT_LESSONS;
 pub use resume::{Resume, ResumeRun};
 
 /// What the Manager is started with: the search's own settings, and what only carrying it out
@@ -49,12 +48,6 @@ pub struct ManagerSettings {
     /// written does. False when they write only in a bounded scratch of their own (the
     /// sandbox, issue 19): there it is the candidate's own doing, and fails only it.
     pub evaluations_fill_the_disk: bool,
-}
-
-/// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
-/// worth less than proposals; past this they are dropped, not queued.
-pub fn reflexions_in_flight_for(devices: usize) -> usize {
-    (2 * devices).max(8)
 }
 
 /// Begin the run with its `run_started` record (the Supervisor journaled it).

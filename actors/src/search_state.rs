@@ -56,6 +56,13 @@ pub use seeds::{Generation, SeedsKept};
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;
 
+/// The reflexions a run keeps in flight at most (`SearchConfig::reflexions_in_flight`): two per
+/// device, at least eight. Lessons are worth less than proposals; past this they are dropped,
+/// not queued.
+pub fn reflexions_in_flight_for(devices: usize) -> usize {
+    (2 * devices).max(8)
+}
+
 /// What the search needs to know of the run's settings.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchConfig {

@@ -1563,6 +1563,13 @@ fn the_finale_checks_the_initial_kernel_then_a_best_the_beam_lacks_then_the_beam
     assert!(without_profiles.unprofiled.is_empty(), "profiling is off");
 }
 
+#[test]
+fn a_run_keeps_two_reflexions_in_flight_per_device_and_at_least_eight() {
+    assert_eq!(reflexions_in_flight_for(1), 8);
+    assert_eq!(reflexions_in_flight_for(4), 8);
+    assert_eq!(reflexions_in_flight_for(6), 12);
+}
+
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
 /// on its device with its code, the first two verified (5 and 9 ms).
 fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {

@@ -441,7 +441,7 @@ pub(crate) fn execute(
                 LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
                 LlmChoice::Replay { .. } => None,
             },
-            reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
+            reflexions_in_flight: actors::search_state::reflexions_in_flight_for(device_count),
             generation: kernel.initial.is_none().then_some(Generation {
                 num_seeds: settings.num_seeds,
                 kept: if settings.all_seeds {

@@ -101,12 +101,9 @@ enum Input {
     /// The finale is over: the best kernel after its re-check, and that kernel's profile record
     /// if it was profiled.
     FinaleDone(crate::finale::FinaleOutcome),
-    /// An evaluation failed because the disk is full: the run stops as it does when a record
-    /// cannot be written, and the candidate is left in flight (a resume evaluates it again).
-    DiskFull {
-        candidate: CandidateId,
-        reason: String,
-    },
+    /// An evaluation failed because the disk is full (why, for the Supervisor): the run stops
+    /// as it does when a record cannot be written (`Returned`).
+    DiskFull(String),
 }
 
 /// The actors the Manager hands work to: the device workers (a restarted one replaces its
@@ -311,12 +308,10 @@ impl Handler<Input> for Manager {
                 answer,
             } => self.replied(request_id, prompt, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
-            Input::DiskFull { candidate, reason } => {
-                self.supervisor.records_failed.do_send(RecordsFailed {
-                    message: format!(
-                        "the disk is full: the evaluation of candidate {candidate} failed with {reason}"
-                    ),
-                });
+            Input::DiskFull(message) => {
+                self.supervisor
+                    .records_failed
+                    .do_send(RecordsFailed { message });
             }
             Input::FinaleDone(outcome) => {
                 self.finale_running = false;

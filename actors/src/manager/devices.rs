@@ -11,7 +11,7 @@ use crate::gpu_worker::{Evaluate, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{AgentLoss, EvalJob, ProfileError, ProfileJob};
-use crate::search_state::{Evaluation, disk_full, lost_devices, profiled};
+use crate::search_state::{Evaluation, profiled, unserved};
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
@@ -26,7 +26,7 @@ impl Manager {
         ctx: &mut Context<Self>,
     ) -> Option<Event> {
         let Some(worker) = self.worker(evaluation.device) else {
-            let reason = format!("no worker serves device {}", evaluation.device);
+            let reason = unserved(evaluation.device);
             return Some(evaluation.record(Err((EvaluationOutcome::Failed, reason))));
         };
         let files = vec![(
@@ -71,19 +71,11 @@ impl Manager {
                         Input::Record(evaluation.record(Err((EvaluationOutcome::Failed, reason))))
                     }
                     Ok(Ok(result)) => {
-                        // The devices go first: the fold takes them out of service before it
-                        // places the candidate again.
-                        if let Some((devices, reason)) = lost_devices(&result) {
+                        let returned = evaluation.returned(result, fills_the_disk);
+                        if let Some((devices, reason)) = returned.lost {
                             me.do_send(Input::AgentLost { devices, reason });
                         }
-                        let record = evaluation.record(Ok(result));
-                        match disk_full(&record).filter(|_| fills_the_disk) {
-                            Some(reason) => Input::DiskFull {
-                                candidate: evaluation.candidate,
-                                reason,
-                            },
-                            None => Input::Record(record),
-                        }
+                        returned.record.map_or_else(Input::DiskFull, Input::Record)
                     }
                     Ok(Err(dead)) => Input::WorkerDied { evaluation, dead },
                 };
@@ -118,30 +110,18 @@ impl Manager {
         if self.handed_over() {
             return;
         }
-        self.record(Event::WorkerDied {
-            device: evaluation.device,
-            candidate: Some(evaluation.candidate),
-            reason:
-                "the worker stopped while evaluating (its handler panicked or its mailbox closed)"
-                    .into(),
-        });
+        self.record(evaluation.worker_died());
         let restart = self.supervisor.restart.send(RestartWorker {
             device: evaluation.device,
             dead,
         });
         ctx.spawn(restart.into_actor(self).map(move |answer, manager, ctx| {
-            let outcome = match answer {
-                Ok(Ok(worker)) => {
+            let restarted = answer
+                .unwrap_or_else(|_| Err("the supervisor is gone".into()))
+                .map(|worker| {
                     manager.peers.workers.insert(evaluation.device, worker);
-                    Err((
-                        EvaluationOutcome::WorkerDied,
-                        "the worker died and was restarted".to_string(),
-                    ))
-                }
-                Ok(Err(reason)) => Err((EvaluationOutcome::Failed, reason)),
-                Err(_) => Err((EvaluationOutcome::Failed, "the supervisor is gone".into())),
-            };
-            manager.step(evaluation.record(outcome), ctx);
+                });
+            manager.step(evaluation.after_restart(restarted), ctx);
         }));
     }
 
@@ -205,12 +185,8 @@ impl Manager {
     ) -> Option<Event> {
         let candidate = parent.id;
         let Some(worker) = self.worker(device) else {
-            return Some(Event::ProfileFailed {
-                candidate,
-                device,
-                unavailable: false,
-                error: format!("no worker serves device {device}"),
-            });
+            let error = ProfileError::Failed(unserved(device));
+            return Some(profiled(candidate, device, Err(error)));
         };
         let collector = self.peers.collector.clone();
         let work = async move {

@@ -263,7 +263,63 @@ pub fn lost_devices(result: &Evaluated) -> Option<(Vec<DeviceId>, String)> {
     }
 }
 
+/// Why a step on a device failed at once: no worker serves the device (the run does not have
+/// it), an input to answer, never a panic.
+pub fn unserved(device: DeviceId) -> String {
+    format!("no worker serves device {device}")
+}
+
+/// What an evaluation that ran comes to, in the order the Manager takes it: the devices it
+/// found lost go out of service first, since the fold places the candidate again on live ones;
+/// then its `evaluated` record, or, when the disk is full where the evaluations write, the
+/// message that stops the run as a record that cannot be written does (the candidate stays in
+/// flight, for a resume to evaluate again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Returned {
+    pub lost: Option<(Vec<DeviceId>, String)>,
+    pub record: Result<Event, String>,
+}
+
 impl Evaluation {
+    /// What this attempt's result comes to; `fills_the_disk`: the evaluations write on the run
+    /// directory's disk (not in a bounded scratch of their own, where a full disk is only the
+    /// candidate's doing).
+    pub fn returned(&self, result: Evaluated, fills_the_disk: bool) -> Returned {
+        let lost = lost_devices(&result);
+        let record = self.record(Ok(result));
+        let record = match disk_full(&record).filter(|_| fills_the_disk) {
+            Some(reason) => Err(format!(
+                "the disk is full: the evaluation of candidate {} failed with {reason}",
+                self.candidate
+            )),
+            None => Ok(record),
+        };
+        Returned { lost, record }
+    }
+
+    /// The record of the worker that stopped under this attempt.
+    pub fn worker_died(&self) -> Event {
+        Event::WorkerDied {
+            device: self.device,
+            candidate: Some(self.candidate),
+            reason:
+                "the worker stopped while evaluating (its handler panicked or its mailbox closed)"
+                    .into(),
+        }
+    }
+
+    /// This attempt's `evaluated` record once the Supervisor answered for its dead worker:
+    /// restarted (the search decides whether the candidate is tried again), or why not.
+    pub fn after_restart(&self, restart: Result<(), String>) -> Event {
+        self.record(Err(match restart {
+            Ok(()) => (
+                EvaluationOutcome::WorkerDied,
+                "the worker died and was restarted".into(),
+            ),
+            Err(reason) => (EvaluationOutcome::Failed, reason),
+        }))
+    }
+
     /// The `evaluated` record of this attempt: the worker's steps, or why there were none.
     pub fn record(&self, result: Result<Evaluated, (EvaluationOutcome, String)>) -> Event {
         let lost = result

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::journal::{EvaluationOutcome, ReplyOutcome};
-use crate::ports::{RenderedPrompt, RequestKind};
+use crate::ports::{ProfileError, RenderedPrompt, RequestKind};
 use crate::search::{FanOut, SearchKind};
 
 fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchConfig {
@@ -1568,6 +1568,108 @@ fn a_run_keeps_two_reflexions_in_flight_per_device_and_at_least_eight() {
     assert_eq!(reflexions_in_flight_for(1), 8);
     assert_eq!(reflexions_in_flight_for(4), 8);
     assert_eq!(reflexions_in_flight_for(6), 12);
+}
+
+/// Issue 21: what an evaluation that ran comes to is the state's to say: the devices it found
+/// lost first, then its record, or the full disk that stops the run where evaluations fill it.
+#[test]
+fn a_full_disk_stops_the_run_only_where_the_evaluations_write_on_its_disk() {
+    use crate::ports::{EvalError, Evaluated};
+    let full = || Evaluated {
+        verify: Err(EvalError::Crashed {
+            reason: "OSError: [Errno 28] No space left on device\nTraceback ...".into(),
+        }),
+        time: None,
+        same_code_as: None,
+    };
+    let stopped = evaluation(0).returned(full(), true);
+    assert_eq!(
+        stopped.record,
+        Err(
+            "the disk is full: the evaluation of candidate 3 failed with \
+             evaluator crashed: OSError: [Errno 28] No space left on device"
+                .into()
+        )
+    );
+    assert_eq!(stopped.lost, None);
+    let sandboxed = evaluation(0).returned(full(), false).record;
+    assert_eq!(
+        sandboxed
+            .as_ref()
+            .map(outcome_and_reason)
+            .ok()
+            .map(|(outcome, _)| outcome),
+        Some(EvaluationOutcome::Failed),
+        "in the sandbox's own scratch a full disk is the candidate's failure"
+    );
+    let lost = evaluation(1).returned(
+        Evaluated {
+            verify: Err(EvalError::DeviceLost {
+                reason: "the agent of n2 is gone".into(),
+                devices: vec![DeviceId(1), DeviceId(2)],
+            }),
+            time: None,
+            same_code_as: None,
+        },
+        true,
+    );
+    assert_eq!(
+        lost.lost,
+        Some((
+            vec![DeviceId(1), DeviceId(2)],
+            "the agent of n2 is gone".into()
+        ))
+    );
+    assert_eq!(
+        lost.record.as_ref().map(outcome_and_reason).ok(),
+        Some((
+            EvaluationOutcome::DeviceLost,
+            Some("device lost: the agent of n2 is gone")
+        ))
+    );
+}
+
+/// Issue 21: a worker that died under an attempt, its restart, and a device no worker serves
+/// are records the state makes, the fold's inputs like any other.
+#[test]
+fn a_dead_worker_its_restart_and_a_device_without_a_worker_become_records() {
+    assert_eq!(
+        evaluation(2).worker_died(),
+        Event::WorkerDied {
+            device: DeviceId(2),
+            candidate: Some(CandidateId(3)),
+            reason: "the worker stopped while evaluating (its handler panicked or its mailbox \
+                     closed)"
+                .into(),
+        }
+    );
+    assert_eq!(
+        outcome_and_reason(&evaluation(2).after_restart(Ok(()))),
+        (
+            EvaluationOutcome::WorkerDied,
+            Some("the worker died and was restarted")
+        )
+    );
+    assert_eq!(
+        outcome_and_reason(&evaluation(2).after_restart(Err("the restart budget is spent".into()))),
+        (
+            EvaluationOutcome::Failed,
+            Some("the restart budget is spent")
+        )
+    );
+    assert_eq!(
+        results::profiled(
+            CandidateId(0),
+            DeviceId(7),
+            Err(ProfileError::Failed(unserved(DeviceId(7))))
+        ),
+        Event::ProfileFailed {
+            candidate: CandidateId(0),
+            device: DeviceId(7),
+            unavailable: false,
+            error: "no worker serves device 7".into(),
+        }
+    );
 }
 
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each

@@ -26,7 +26,7 @@ use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, CompiledCode, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
-use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
+use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState, Stop};
 use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
@@ -55,15 +55,6 @@ pub struct ManagerSettings {
 #[rtype(result = "()")]
 pub struct StartRun {
     pub started: Event,
-}
-
-/// Why a run is stopped from outside the search.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Stop {
-    /// SIGINT or SIGTERM: the run ends as interrupted.
-    Signal(String),
-    /// The run cannot go on (its records cannot be written): it ends as failed, with this reason.
-    Failed(String),
 }
 
 /// Stop starting new work, cancel the LLM requests in flight and end the run.

@@ -113,6 +113,38 @@ impl SearchConfig {
     }
 }
 
+/// Why a run is stopped from outside the search.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    /// SIGINT or SIGTERM: the run ends as interrupted.
+    Signal(String),
+    /// The run cannot go on (its records cannot be written): it ends as failed, with this reason.
+    Failed(String),
+}
+
+impl Stop {
+    /// The record the stop is journaled and applied as, and the reason the run ends with, which
+    /// its requests in flight are cancelled for.
+    pub fn record(self) -> (Event, String) {
+        match self {
+            Stop::Signal(signal) => {
+                let reason = interrupted_by(&signal);
+                (Event::Interrupted { signal }, reason)
+            }
+            Stop::Failed(reason) => (
+                Event::Stopped {
+                    reason: reason.clone(),
+                },
+                reason,
+            ),
+        }
+    }
+}
+
+fn interrupted_by(signal: &str) -> String {
+    format!("interrupted by {signal}")
+}
+
 /// An attempt of a candidate to verify and time on its device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Evaluation {
@@ -616,11 +648,9 @@ impl SearchState {
                     Reference::Compile => core.reference.compile_ms = *time_ms,
                 }
             }
-            Event::Interrupted { signal } => core.finish(
-                RunOutcome::Interrupted,
-                format!("interrupted by {signal}"),
-                &mut out,
-            ),
+            Event::Interrupted { signal } => {
+                core.finish(RunOutcome::Interrupted, interrupted_by(signal), &mut out)
+            }
             Event::Stopped { reason } => core.finish(RunOutcome::Failed, reason.clone(), &mut out),
             Event::LimitReached {
                 reason,
@@ -672,6 +702,12 @@ impl SearchState {
     /// The `*_received` records that cancel every pending request, saying why.
     pub fn cancellations(&self, why: &str) -> Vec<Event> {
         self.core.requests.cancellations(why)
+    }
+
+    /// The `*_received` records that cancel every pending request when the run ends for
+    /// `reason`.
+    pub fn cancelled_by_the_end(&self, reason: &str) -> Vec<Event> {
+        self.cancellations(&format!("the run ended before the reply came ({reason})"))
     }
 
     /// The model a candidate's requests go to, in a run of several models.

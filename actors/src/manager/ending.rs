@@ -12,7 +12,7 @@ use crate::model::{DeviceId, RankedKernel};
 use crate::search_state::{FinaleKernels, SearchState};
 use crate::supervision::RunDone;
 
-use super::{Input, Manager, Stop, StopRun};
+use super::{Input, Manager, StopRun};
 
 impl Manager {
     /// The search is over. A run that ended otherwise than as planned cancels its requests in
@@ -88,10 +88,16 @@ impl Manager {
 
     /// Journals every request in flight as cancelled, saying why.
     pub(super) fn cancel_requests(&mut self, reason: &str, ctx: &mut Context<Self>) {
-        let why = format!("the run ended before the reply came ({reason})");
-        for cancelled in self.state.cancellations(&why) {
+        for cancelled in self.state.cancelled_by_the_end(reason) {
             self.step(cancelled, ctx);
         }
+    }
+
+    /// Journals and applies a record that stops the search from outside (a signal, a failure,
+    /// max_time), then cancels the requests in flight for its reason.
+    pub(super) fn stop(&mut self, record: Event, reason: &str, ctx: &mut Context<Self>) {
+        self.step(record, ctx);
+        self.cancel_requests(reason, ctx);
     }
 
     /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
@@ -118,30 +124,11 @@ impl Manager {
 impl Handler<StopRun> for Manager {
     type Result = ();
 
+    /// A run already in its finale waits for no reply: the finale's own steps end with the
+    /// children the Supervisor is ending.
     fn handle(&mut self, message: StopRun, ctx: &mut Context<Self>) {
-        let reason = match message.why {
-            Stop::Signal(signal) => {
-                self.step(
-                    Event::Interrupted {
-                        signal: signal.clone(),
-                    },
-                    ctx,
-                );
-                format!("interrupted by {signal}")
-            }
-            Stop::Failed(reason) => {
-                self.step(
-                    Event::Stopped {
-                        reason: reason.clone(),
-                    },
-                    ctx,
-                );
-                reason
-            }
-        };
-        // A run already in its finale waits for no reply: the finale's own steps end with the
-        // children the Supervisor is ending.
-        self.cancel_requests(&reason, ctx);
+        let (record, reason) = message.why.record();
+        self.stop(record, &reason, ctx);
         self.hand_over_when_quiet();
     }
 }

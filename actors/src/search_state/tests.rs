@@ -1672,6 +1672,46 @@ fn a_dead_worker_its_restart_and_a_device_without_a_worker_become_records() {
     );
 }
 
+/// Issue 21: a stop from outside is a record and the reason its requests in flight are
+/// cancelled for, the same reason the search ends with.
+#[test]
+fn a_signal_ends_the_search_for_the_reason_its_cancelled_requests_give() {
+    let (record, reason) = Stop::Signal("SIGTERM".into()).record();
+    assert_eq!(
+        (&record, reason.as_str()),
+        (
+            &Event::Interrupted {
+                signal: "SIGTERM".into()
+            },
+            "interrupted by SIGTERM"
+        )
+    );
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    steps.push((record, "finish Interrupted: interrupted by SIGTERM"));
+    let state = check(one_proposal(0), &steps);
+    match state.cancelled_by_the_end(&reason).as_slice() {
+        [
+            Event::ProposalReceived {
+                error: Some(error), ..
+            },
+        ] => assert_eq!(
+            error,
+            "cancelled: the run ended before the reply came (interrupted by SIGTERM)"
+        ),
+        other => panic!("one proposal to cancel: {other:?}"),
+    }
+    assert_eq!(
+        Stop::Failed("journal.jsonl cannot be written".into()).record(),
+        (
+            Event::Stopped {
+                reason: "journal.jsonl cannot be written".into()
+            },
+            "journal.jsonl cannot be written".into()
+        )
+    );
+}
+
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
 /// on its device with its code, the first two verified (5 and 9 ms).
 fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {

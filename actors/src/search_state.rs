@@ -48,7 +48,9 @@ use pace::Pace;
 use pacing::Pacer;
 use requests::Requests;
 pub use requests::{Exchange, PendingRequest, exchange_files};
-pub use results::{Answer, FinaleKernels, Returned, disk_full, lost_devices, profiled, unserved};
+pub use results::{
+    Answer, Ending, Finale, FinaleKernels, Returned, disk_full, lost_devices, profiled, unserved,
+};
 pub use resume::TWICE_IN_FLIGHT;
 use seeds::Seeding;
 pub use seeds::{Generation, SeedsKept};

@@ -248,7 +248,7 @@ impl Manager {
 
     /// The worker of a device, when one serves it: a device the run does not have is an
     /// input to answer, never a panic.
-    fn worker(&self, device: DeviceId) -> Option<Addr<GpuWorker>> {
+    pub(super) fn worker(&self, device: DeviceId) -> Option<Addr<GpuWorker>> {
         self.peers.workers.get(&device).cloned()
     }
 }

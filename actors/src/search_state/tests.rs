@@ -1712,6 +1712,85 @@ fn a_signal_ends_the_search_for_the_reason_its_cancelled_requests_give() {
     );
 }
 
+/// Issue 21: how the search's end is carried out is the state's to say: a completed run with a
+/// best kernel has its finale on a free device that a worker serves, or its reason says why
+/// the finale was skipped; a run that ended otherwise has none and says nothing of it.
+#[test]
+fn a_completed_run_has_its_finale_or_says_why_it_was_skipped() {
+    let mut two = SearchState::new(config(1, 1, 1, 2, Pacing::Rounds));
+    two.apply(&started("k0"));
+    let initial = RankedKernel {
+        id: CandidateId::INITIAL,
+        source: KernelSource::new("k0"),
+        time_ms: 8.0,
+        launched_kernels: Vec::new(),
+    };
+    let end = |state: &SearchState, outcome: RunOutcome, overrun: Option<&str>, workers: &[u32]| {
+        state.ending(
+            outcome,
+            "max_rounds (1) reached".into(),
+            Some(initial.clone()),
+            Some(initial.clone()),
+            overrun,
+            |device| {
+                workers
+                    .contains(&device.0)
+                    .then_some(format!("worker {device}"))
+            },
+        )
+    };
+    let finale = end(&two, RunOutcome::Completed, None, &[0, 1]);
+    assert_eq!(finale.reason, "max_rounds (1) reached");
+    let finale = finale.finale.expect("a finale on the free device");
+    assert_eq!(
+        (
+            finale.device,
+            finale.worker.as_str(),
+            finale.kernels.kernels.len()
+        ),
+        (DeviceId(1), "worker 1", 1),
+        "0 evaluates the initial kernel"
+    );
+    let skipped = |ending: Ending<String>| {
+        assert_eq!(ending.finale, None);
+        ending.reason
+    };
+    assert_eq!(
+        skipped(end(&two, RunOutcome::Completed, None, &[0])),
+        "max_rounds (1) reached; the finale was skipped: no worker serves device 1"
+    );
+    assert_eq!(
+        skipped(end(
+            &two,
+            RunOutcome::Completed,
+            Some("the finale was skipped: it would not end by max_time"),
+            &[0, 1]
+        )),
+        "max_rounds (1) reached; the finale was skipped: it would not end by max_time"
+    );
+    assert_eq!(
+        skipped(end(&two, RunOutcome::Interrupted, None, &[0, 1])),
+        "max_rounds (1) reached"
+    );
+    two.apply(&devices_lost(&[1]));
+    assert_eq!(
+        skipped(end(&two, RunOutcome::Completed, None, &[0, 1])),
+        "max_rounds (1) reached; the finale was skipped: every device was still evaluating"
+    );
+    let without_best = two.ending(
+        RunOutcome::Completed,
+        "no candidate was verified".into(),
+        None,
+        Some(initial.clone()),
+        None,
+        |_| Some(()),
+    );
+    assert_eq!(
+        (without_best.reason.as_str(), without_best.finale),
+        ("no candidate was verified", None)
+    );
+}
+
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
 /// on its device with its code, the first two verified (5 and 9 ms).
 fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {

@@ -27,9 +27,10 @@ use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
 use crate::journal::{Event, JournalRecord, ReplyFile, whole_millis};
-use crate::model::CandidateId;
+use crate::model::{CandidateId, RankedKernel};
 use crate::ports::{Clock, ProgressSink, RunStore};
 use crate::report::RunSummary;
+use crate::search_state::PendingRequest;
 use failures::{FirstError, Reporter};
 
 /// Journal an event.
@@ -84,6 +85,16 @@ pub struct BestChanged {
     pub source: String,
 }
 
+impl BestChanged {
+    pub fn of(kernel: &RankedKernel) -> Self {
+        BestChanged {
+            candidate: kernel.id,
+            time_ms: kernel.time_ms,
+            source: kernel.source.text().to_string(),
+        }
+    }
+}
+
 /// A reply a resumed run looks for before it asks again: its request's id, and where it would
 /// be kept (the candidate's folder and the file's name).
 #[derive(Clone, Debug, PartialEq)]
@@ -91,6 +102,18 @@ pub struct KeptReplyWanted {
     pub request_id: String,
     pub candidate: CandidateId,
     pub name: String,
+}
+
+impl KeptReplyWanted {
+    /// The reply of a request the fold found pending, where its exchange keeps it.
+    pub fn of(request: &PendingRequest) -> Self {
+        let exchange = request.exchange();
+        KeptReplyWanted {
+            request_id: request.request_id.clone(),
+            candidate: exchange.candidate,
+            name: exchange.reply,
+        }
+    }
 }
 
 /// Read the replies kept for requests a resumed run finds pending. Answers the text of each

@@ -30,7 +30,7 @@ use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState, Stop}
 use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
-pub use resume::{Resume, ResumeRun};
+pub use resume::ResumeRun;
 
 /// What the Manager is started with: the search's own settings, and what only carrying it out
 /// needs.
@@ -213,11 +213,7 @@ impl Manager {
                 context,
             } => return self.ask(request_id, self.prompts.reflexion(&context), ctx),
             Decision::TimeReferences { device } => self.time_references(device, ctx),
-            Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged {
-                candidate: kernel.id,
-                time_ms: kernel.time_ms,
-                source: kernel.source.text().to_string(),
-            }),
+            Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged::of(&kernel)),
             Decision::RemoveCaches { candidate } => {
                 self.peers.collector.do_send(RemoveCaches { candidate })
             }

@@ -51,7 +51,7 @@ pub use requests::{Exchange, PendingRequest, exchange_files};
 pub use results::{
     Answer, Ending, Finale, FinaleKernels, Returned, disk_full, lost_devices, profiled, unserved,
 };
-pub use resume::TWICE_IN_FLIGHT;
+pub use resume::{Resume, TWICE_IN_FLIGHT};
 use seeds::Seeding;
 pub use seeds::{Generation, SeedsKept};
 

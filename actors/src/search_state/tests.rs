@@ -1791,6 +1791,51 @@ fn a_completed_run_has_its_finale_or_says_why_it_was_skipped() {
     );
 }
 
+/// Issue 21: the fold builds `run_resumed` whole: the resuming command's facts, what the
+/// journal left in flight and pending, and the replies recovered from their files, in order.
+#[test]
+fn run_resumed_says_what_was_in_flight_pending_and_recovered() {
+    let resume = Resume {
+        records: Vec::new(),
+        in_flight_at_two_deaths: BTreeSet::new(),
+        previous_end: "killed".into(),
+        gap_s: 12.5,
+        orphans_ended: 2,
+        torn_line: true,
+        forced_changes: vec!["max_rounds".into()],
+    };
+    let mut steps = up_to_the_first_proposal();
+    let evaluating = check(one_proposal(0), &steps);
+    steps.pop();
+    let asking = check(one_proposal(0), &steps);
+    let recovered = ["r1-c1".to_string(), "r0-c9".to_string()];
+    assert_eq!(
+        asking.run_resumed(&resume, &recovered),
+        Event::RunResumed {
+            previous_end: "killed".into(),
+            gap_s: 12.5,
+            in_flight: Vec::new(),
+            pending_requests: vec!["r1-c1".into()],
+            recovered: vec!["r0-c9".into(), "r1-c1".into()],
+            orphans_ended: 2,
+            torn_line: true,
+            forced_changes: vec!["max_rounds".into()],
+        }
+    );
+    match evaluating.run_resumed(&resume, &[]) {
+        Event::RunResumed {
+            in_flight,
+            pending_requests,
+            recovered,
+            ..
+        } => assert_eq!(
+            (in_flight, pending_requests.len(), recovered.len()),
+            (vec![CandidateId(1)], 0, 0)
+        ),
+        other => panic!("a run_resumed: {other:?}"),
+    }
+}
+
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
 /// on its device with its code, the first two verified (5 and 9 ms).
 fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {

@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use actix::Actor;
 use actors::journal::{Event, History, StartupStepName};
-use actors::manager::{ManagerSettings, Resume};
+use actors::manager::ManagerSettings;
 use actors::ports::LlmProvider;
-use actors::search_state::{Generation, SearchConfig, SeedsKept};
+use actors::search_state::{Generation, Resume, SearchConfig, SeedsKept};
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 

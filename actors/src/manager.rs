@@ -26,7 +26,7 @@ use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, CompiledCode, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
-use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState, Stop};
+use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState, Stop, Stopwatch};
 use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
@@ -117,10 +117,7 @@ pub struct Manager {
     death_notice: DeathNotice,
     /// The run's clock: it times each request and each evaluation, for steady search's pace.
     clock: Arc<dyn Clock>,
-    asked_at: HashMap<String, SystemTime>,
-    dispatched_at: HashMap<(CandidateId, u32), SystemTime>,
-    /// When each device gave its latest result: an evaluation queued behind another starts then.
-    device_free_at: BTreeMap<DeviceId, SystemTime>,
+    stopwatch: Stopwatch,
     /// Replies a resumed run found on disk, by request id, not yet used.
     recovered: HashMap<String, LlmReply>,
     /// When a run with max_time must be handed over, by the run's clock.
@@ -150,9 +147,7 @@ impl Manager {
             finale_running: false,
             death_notice,
             clock,
-            asked_at: HashMap::new(),
-            dispatched_at: HashMap::new(),
-            device_free_at: BTreeMap::new(),
+            stopwatch: Stopwatch::default(),
             recovered: HashMap::new(),
             hand_over_by: None,
             timed_code: watch::channel(Arc::default()).0,
@@ -226,36 +221,6 @@ impl Manager {
         }
         None
     }
-
-    /// Seconds since a request was sent, by the run's clock.
-    fn seconds_since_asked(&mut self, request_id: &str) -> Option<f64> {
-        let asked = self.asked_at.remove(request_id)?;
-        let now = self.clock.now();
-        now.duration_since(asked).ok().map(|d| d.as_secs_f64())
-    }
-
-    /// An evaluation's record with the seconds its device spent on it: from the later of its
-    /// dispatch and the device's previous result, to now.
-    fn with_device_seconds(&mut self, mut event: Event) -> Event {
-        if let Event::Evaluated {
-            candidate,
-            attempt,
-            device,
-            seconds,
-            ..
-        } = &mut event
-            && let Some(dispatched) = self.dispatched_at.remove(&(*candidate, *attempt))
-        {
-            let now = self.clock.now();
-            let started = self
-                .device_free_at
-                .get(device)
-                .map_or(dispatched, |free| dispatched.max(*free));
-            *seconds = now.duration_since(started).ok().map(|d| d.as_secs_f64());
-            self.device_free_at.insert(*device, now);
-        }
-        event
-    }
 }
 
 impl Actor for Manager {
@@ -286,7 +251,7 @@ impl Handler<Input> for Manager {
         match input {
             Input::AgentLost { devices, reason } => self.agent_lost(devices, reason, ctx),
             Input::Record(event) => {
-                let event = self.with_device_seconds(event);
+                let event = self.stopwatch.evaluated(event, self.clock.now());
                 self.step(event, ctx)
             }
             Input::Replied {

@@ -25,6 +25,7 @@ mod requests;
 mod results;
 mod resume;
 mod seeds;
+mod stopwatch;
 #[cfg(test)]
 mod tests;
 
@@ -54,6 +55,7 @@ pub use results::{
 pub use resume::{Resume, TWICE_IN_FLIGHT};
 use seeds::Seeding;
 pub use seeds::{Generation, SeedsKept};
+pub use stopwatch::Stopwatch;
 
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;

@@ -33,8 +33,7 @@ impl Manager {
             "kernel.py".to_string(),
             evaluation.source.text().to_string(),
         )];
-        self.dispatched_at
-            .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
+        self.stopwatch.dispatched(&evaluation, self.clock.now());
         let collector = self.peers.collector.clone();
         let deadline = self.settings.step_deadline;
         self.share_timed_code();

@@ -28,9 +28,9 @@ use tokio::sync::{oneshot, watch};
 
 use crate::journal::{Event, JournalRecord, ReplyFile, whole_millis};
 use crate::model::{CandidateId, RankedKernel};
-use crate::ports::{Clock, ProgressSink, RunStore};
+use crate::ports::{Clock, LlmReply, ProgressSink, RunStore};
 use crate::report::RunSummary;
-use crate::search_state::PendingRequest;
+use crate::search_state::{Exchange, PendingRequest};
 use failures::{FirstError, Reporter};
 
 /// Journal an event.
@@ -64,6 +64,23 @@ pub struct KeepReply {
     pub prompt: (String, String),
     pub reply: (String, String),
     pub code: Option<(String, String)>,
+}
+
+impl KeepReply {
+    /// A reply to keep where its request's exchange says, beside the prompt (its user
+    /// message) it answered; its code too, for a request for code that got some.
+    pub fn of(exchange: Exchange, prompt: String, reply: &LlmReply) -> Self {
+        let code = exchange
+            .code
+            .zip(reply.code.as_ref())
+            .map(|(name, code)| (name, code.text().to_string()));
+        KeepReply {
+            candidate: exchange.candidate,
+            prompt: (exchange.prompt, prompt),
+            reply: (exchange.reply, reply.text.clone()),
+            code,
+        }
+    }
 }
 
 /// Write a file into an existing candidate folder (results, analyses).

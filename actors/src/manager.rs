@@ -179,6 +179,9 @@ impl Manager {
     }
 
     fn carry_out(&mut self, decision: Decision, ctx: &mut Context<Self>) -> Option<Event> {
+        if let Some((request_id, prompt)) = decision.prompt(&*self.prompts) {
+            return self.ask(request_id.to_string(), prompt, ctx);
+        }
         match decision {
             Decision::Record(event) => self.record(event),
             Decision::Evaluate(evaluation) => return self.evaluate(evaluation, ctx),
@@ -187,26 +190,6 @@ impl Manager {
                 device,
                 round,
             } => return self.profile(parent, device, round, ctx),
-            Decision::RequestAnalysis {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.analysis(&context), ctx),
-            Decision::RequestProposal {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.optimization(&context), ctx),
-            Decision::RequestRefinement {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.refinement(&context), ctx),
-            Decision::RequestSeed {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.seed(&context), ctx),
-            Decision::RequestReflexion {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.reflexion(&context), ctx),
             Decision::TimeReferences { device } => self.time_references(device, ctx),
             Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged::of(&kernel)),
             Decision::RemoveCaches { candidate } => {
@@ -218,6 +201,12 @@ impl Manager {
                 best,
                 initial,
             } => self.finish(outcome, reason, best, initial, ctx),
+            // Asked for above, by their prompts.
+            Decision::RequestAnalysis { .. }
+            | Decision::RequestProposal { .. }
+            | Decision::RequestRefinement { .. }
+            | Decision::RequestSeed { .. }
+            | Decision::RequestReflexion { .. } => {}
         }
         None
     }

@@ -39,8 +39,8 @@ use crate::model::{
     SAME_COMPILED_CODE,
 };
 use crate::ports::{
-    AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
-    RefinementContext, ReflexionContext, SeedContext,
+    AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, PromptBuilder, ProposalContext,
+    ReferenceTimes, RefinementContext, ReflexionContext, RenderedPrompt, SeedContext,
 };
 use crate::search::{Beam, Ensemble, Pacing, SearchSettings};
 
@@ -209,6 +209,40 @@ pub enum Decision {
         best: Option<RankedKernel>,
         initial: Option<RankedKernel>,
     },
+}
+
+impl Decision {
+    /// A request's id and its prompt, rendered from its context by the run's templates (the
+    /// template of its kind); `None` for a decision that asks the LLM nothing.
+    pub fn prompt(
+        &self,
+        prompts: &dyn PromptBuilder,
+    ) -> Option<(&str, Result<RenderedPrompt, String>)> {
+        let (request_id, prompt) = match self {
+            Decision::RequestAnalysis {
+                request_id,
+                context,
+            } => (request_id, prompts.analysis(context)),
+            Decision::RequestProposal {
+                request_id,
+                context,
+            } => (request_id, prompts.optimization(context)),
+            Decision::RequestRefinement {
+                request_id,
+                context,
+            } => (request_id, prompts.refinement(context)),
+            Decision::RequestSeed {
+                request_id,
+                context,
+            } => (request_id, prompts.seed(context)),
+            Decision::RequestReflexion {
+                request_id,
+                context,
+            } => (request_id, prompts.reflexion(context)),
+            _ => return None,
+        };
+        Some((request_id, prompt))
+    }
 }
 
 /// Where a candidate stands.

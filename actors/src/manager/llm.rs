@@ -84,16 +84,10 @@ impl Manager {
             return;
         };
         let latency_s = self.stopwatch.answered(&request_id, self.clock.now());
-        let code = exchange
-            .code
-            .zip(reply.code.as_ref())
-            .map(|(name, code)| (name, code.text().to_string()));
-        let keep = self.peers.collector.send(KeepReply {
-            candidate: exchange.candidate,
-            prompt: (exchange.prompt, prompt),
-            reply: (exchange.reply, reply.text.clone()),
-            code,
-        });
+        let keep = self
+            .peers
+            .collector
+            .send(KeepReply::of(exchange, prompt, &reply));
         ctx.spawn(keep.into_actor(self).map(move |kept, manager, ctx| {
             let file = kept.ok().and_then(Result::ok);
             let received = manager

@@ -50,7 +50,9 @@ impl SearchState {
             previous_end: resume.previous_end.clone(),
             gap_s: resume.gap_s,
             in_flight: self.in_flight(),
-            pending_requests: (self.pending_requests().iter())
+            pending_requests: self
+                .pending_requests()
+                .iter()
                 .map(|request| request.request_id.clone())
                 .collect(),
             recovered,

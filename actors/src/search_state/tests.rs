@@ -1836,6 +1836,66 @@ fn run_resumed_says_what_was_in_flight_pending_and_recovered() {
     }
 }
 
+/// The templates as their kind's name, and the candidate the context is about.
+struct NamedTemplates;
+
+impl PromptBuilder for NamedTemplates {
+    fn optimization(&self, context: &ProposalContext) -> Result<RenderedPrompt, String> {
+        rendered("optimization", context.candidate)
+    }
+    fn analysis(&self, context: &AnalysisContext) -> Result<RenderedPrompt, String> {
+        rendered("analysis", context.candidate)
+    }
+    fn refinement(&self, context: &RefinementContext) -> Result<RenderedPrompt, String> {
+        rendered("refinement", context.candidate)
+    }
+    fn seed(&self, context: &SeedContext) -> Result<RenderedPrompt, String> {
+        rendered("seed", context.candidate)
+    }
+    fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String> {
+        rendered("reflexion", context.candidate)
+    }
+}
+
+fn rendered(template: &str, candidate: CandidateId) -> Result<RenderedPrompt, String> {
+    Ok(RenderedPrompt {
+        system: template.into(),
+        user: format!("about {candidate}"),
+    })
+}
+
+/// Issue 21: a request's prompt is rendered from the context it was decided with, by the
+/// template of its kind; a decision that asks nothing has no prompt.
+#[test]
+fn each_request_is_rendered_by_the_template_of_its_kind() {
+    let prompts = |decisions: Vec<Decision>| -> Vec<String> {
+        decisions
+            .iter()
+            .map(|decision| match decision.prompt(&NamedTemplates) {
+                Some((id, Ok(prompt))) => format!("{id}: {} {}", prompt.system, prompt.user),
+                Some((id, Err(why))) => format!("{id}: {why}"),
+                None => format!("no prompt for {}", describe(decision)),
+            })
+            .collect()
+    };
+    let mut state = SearchState::new(one_proposal(1));
+    assert_eq!(
+        prompts(state.apply(&started("k0"))),
+        ["no prompt for evaluate 0 on 0, attempt 0: k0"]
+    );
+    let asked: Vec<String> = prompts(state.apply(&verified(0, 0, 8.0)));
+    assert_eq!(asked.last().unwrap(), "r1-c0-analysis: analysis about 0");
+    let asked = prompts(state.apply(&analysed(0, 1, &["memory"])));
+    assert_eq!(asked.last().unwrap(), "r1-c1: optimization about 1");
+    state.apply(&code(1, 0, "k1"));
+    let failed = evaluated(1, 0, 0, EvaluationOutcome::WrongOutput, None);
+    let asked = prompts(state.apply(&failed));
+    assert!(
+        asked.contains(&"r1-c1-refine1: refinement about 1".to_string()),
+        "{asked:?}"
+    );
+}
+
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
 /// on its device with its code, the first two verified (5 and 9 ms).
 fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {

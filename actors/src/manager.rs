@@ -171,11 +171,17 @@ impl Manager {
             let decisions = self.state.apply(&input);
             self.share_timed_code();
             self.record(input);
-            for decision in decisions {
-                inputs.extend(self.carry_out(decision, ctx));
-            }
+            inputs.extend(self.carry_out_all(decisions, ctx));
         }
         self.hand_over_when_quiet();
+    }
+
+    /// Carries out decisions in order; the inputs they give at once come back, to step next.
+    fn carry_out_all(&mut self, decisions: Vec<Decision>, ctx: &mut Context<Self>) -> Vec<Event> {
+        decisions
+            .into_iter()
+            .filter_map(|decision| self.carry_out(decision, ctx))
+            .collect()
     }
 
     fn carry_out(&mut self, decision: Decision, ctx: &mut Context<Self>) -> Option<Event> {
@@ -223,11 +229,7 @@ impl Handler<StartRun> for Manager {
         self.arm_time_limit(ctx);
         // The Supervisor journaled run_started: it is applied, not written again.
         let decisions = self.state.apply(&message.started);
-        let mut inputs = Vec::new();
-        for decision in decisions {
-            inputs.extend(self.carry_out(decision, ctx));
-        }
-        for input in inputs {
+        for input in self.carry_out_all(decisions, ctx) {
             self.step(input, ctx);
         }
     }

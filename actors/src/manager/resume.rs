@@ -69,10 +69,7 @@ impl Manager {
             self.peers.collector.do_send(BestChanged::of(&best));
         }
         let (failures, decisions) = self.state.resume(&resume.in_flight_at_two_deaths);
-        let mut inputs = Vec::new();
-        for decision in decisions {
-            inputs.extend(self.carry_out(decision, ctx));
-        }
+        let inputs = self.carry_out_all(decisions, ctx);
         for input in failures.into_iter().chain(inputs) {
             self.step(input, ctx);
         }

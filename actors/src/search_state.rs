@@ -45,6 +45,7 @@ use crate::ports::{
 use crate::search::{Beam, Ensemble, Pacing, SearchSettings};
 
 use candidates::{EvaluationResult, ProposalReply};
+pub use devices::agent_restarted;
 use pace::Pace;
 use pacing::Pacer;
 use requests::Requests;

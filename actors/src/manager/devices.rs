@@ -11,7 +11,7 @@ use crate::gpu_worker::{Evaluate, GpuWorker, Profile, TimeReferences};
 use crate::journal::{EvaluationOutcome, Event};
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{AgentLoss, EvalJob, ProfileError, ProfileJob};
-use crate::search_state::{Evaluation, profiled, unserved};
+use crate::search_state::{Evaluation, agent_restarted, profiled, unserved};
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
@@ -135,10 +135,7 @@ impl Manager {
         ctx: &mut Context<Self>,
     ) {
         // A run being handed over starts no agent again: its agents are about to be closed.
-        let out_of_service = devices
-            .iter()
-            .all(|device| !self.state.is_in_service(*device));
-        if out_of_service || self.handed_over() {
+        if !self.state.any_in_service(&devices) || self.handed_over() {
             return;
         }
         match self.supervisor.evaluators.agent_lost(&devices, &reason) {
@@ -158,16 +155,7 @@ impl Manager {
                     ctx,
                 );
                 ctx.spawn(restarted.into_actor(self).map(move |answer, manager, ctx| {
-                    let event = match answer {
-                        Ok(step) => Event::AgentRestarted {
-                            node,
-                            devices,
-                            restarts,
-                            step,
-                        },
-                        Err(reason) => Event::DevicesLost { devices, reason },
-                    };
-                    manager.step(event, ctx);
+                    manager.step(agent_restarted(node, devices, restarts, answer), ctx);
                 }));
             }
         }

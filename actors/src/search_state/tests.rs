@@ -1896,6 +1896,36 @@ fn each_request_is_rendered_by_the_template_of_its_kind() {
     );
 }
 
+/// Issue 21: a lost agent is news while one of its devices is in service; its restart serves
+/// them again, or its failure retires them, by the records the state makes.
+#[test]
+fn a_lost_agent_is_news_once_and_its_restart_serves_again_or_retires_its_devices() {
+    let mut state = SearchState::new(config(1, 1, 1, 3, Pacing::Rounds));
+    state.apply(&started("k0"));
+    let node = [DeviceId(1), DeviceId(2)];
+    assert!(state.any_in_service(&node));
+    state.apply(&Event::AgentRestarting {
+        node: "n2".into(),
+        devices: node.to_vec(),
+        reason: "the agent of n2 is gone".into(),
+    });
+    assert!(!state.any_in_service(&node), "reported once, by the first");
+    let mut served = state.clone();
+    let back = devices::agent_restarted("n2".into(), node.to_vec(), 1, Ok("4242.1".into()));
+    served.apply(&back);
+    assert!(served.any_in_service(&node));
+    let failed = devices::agent_restarted("n2".into(), node.to_vec(), 1, Err("srun failed".into()));
+    assert_eq!(
+        failed,
+        Event::DevicesLost {
+            devices: node.to_vec(),
+            reason: "srun failed".into()
+        }
+    );
+    state.apply(&failed);
+    assert!(state.is_retired(DeviceId(1)) && state.is_retired(DeviceId(2)));
+}
+
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each
 /// on its device with its code, the first two verified (5 and 9 ms).
 fn round_one_with_two_of_four_results() -> Vec<(Event, &'static str)> {

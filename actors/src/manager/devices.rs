@@ -8,7 +8,7 @@ use actix::prelude::*;
 
 use crate::collector::PrepareCandidate;
 use crate::gpu_worker::{Evaluate, GpuWorker, Profile, TimeReferences};
-use crate::journal::{EvaluationOutcome, Event};
+use crate::journal::Event;
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{AgentLoss, EvalJob, ProfileError, ProfileJob};
 use crate::search_state::{Evaluation, agent_restarted, profiled, unserved};
@@ -26,8 +26,7 @@ impl Manager {
         ctx: &mut Context<Self>,
     ) -> Option<Event> {
         let Some(worker) = self.worker(evaluation.device) else {
-            let reason = unserved(evaluation.device);
-            return Some(evaluation.record(Err((EvaluationOutcome::Failed, reason))));
+            return Some(evaluation.failed(unserved(evaluation.device)));
         };
         let files = vec![(
             "kernel.py".to_string(),
@@ -66,9 +65,7 @@ impl Manager {
         ctx.spawn(
             async move {
                 let input = match work.await {
-                    Err(reason) => {
-                        Input::Record(evaluation.record(Err((EvaluationOutcome::Failed, reason))))
-                    }
+                    Err(reason) => Input::Record(evaluation.failed(reason)),
                     Ok(Ok(result)) => {
                         let returned = evaluation.returned(result, fills_the_disk);
                         if let Some((devices, reason)) = returned.lost {

@@ -359,6 +359,11 @@ impl Evaluation {
         Returned { lost, record }
     }
 
+    /// The `evaluated` record of an attempt that never reached its device's steps, and why.
+    pub fn failed(&self, reason: String) -> Event {
+        self.record(Err((EvaluationOutcome::Failed, reason)))
+    }
+
     /// The record of the worker that stopped under this attempt.
     pub fn worker_died(&self) -> Event {
         Event::WorkerDied {
@@ -373,13 +378,13 @@ impl Evaluation {
     /// This attempt's `evaluated` record once the Supervisor answered for its dead worker:
     /// restarted (the search decides whether the candidate is tried again), or why not.
     pub fn after_restart(&self, restart: Result<(), String>) -> Event {
-        self.record(Err(match restart {
-            Ok(()) => (
+        match restart {
+            Ok(()) => self.record(Err((
                 EvaluationOutcome::WorkerDied,
                 "the worker died and was restarted".into(),
-            ),
-            Err(reason) => (EvaluationOutcome::Failed, reason),
-        }))
+            ))),
+            Err(reason) => self.failed(reason),
+        }
     }
 
     /// The `evaluated` record of this attempt: the worker's steps, or why there were none.

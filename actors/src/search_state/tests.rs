@@ -1658,6 +1658,10 @@ fn a_dead_worker_its_restart_and_a_device_without_a_worker_become_records() {
         )
     );
     assert_eq!(
+        outcome_and_reason(&evaluation(2).failed(unserved(DeviceId(2)))),
+        (EvaluationOutcome::Failed, Some("no worker serves device 2"))
+    );
+    assert_eq!(
         results::profiled(
             CandidateId(0),
             DeviceId(7),

@@ -27,9 +27,10 @@ use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
 use crate::journal::{Event, JournalRecord, ReplyFile, whole_millis};
-use crate::model::CandidateId;
-use crate::ports::{Clock, ProgressSink, RunStore};
+use crate::model::{CandidateId, RankedKernel};
+use crate::ports::{Clock, LlmReply, ProgressSink, RunStore};
 use crate::report::RunSummary;
+use crate::search_state::{Exchange, PendingRequest};
 use failures::{FirstError, Reporter};
 
 /// Journal an event.
@@ -65,6 +66,23 @@ pub struct KeepReply {
     pub code: Option<(String, String)>,
 }
 
+impl KeepReply {
+    /// A reply to keep where its request's exchange says, beside the prompt (its user
+    /// message) it answered; its code too, for a request for code that got some.
+    pub fn of(exchange: Exchange, prompt: String, reply: &LlmReply) -> Self {
+        let code = exchange
+            .code
+            .zip(reply.code.as_ref())
+            .map(|(name, code)| (name, code.text().to_string()));
+        KeepReply {
+            candidate: exchange.candidate,
+            prompt: (exchange.prompt, prompt),
+            reply: (exchange.reply, reply.text.clone()),
+            code,
+        }
+    }
+}
+
 /// Write a file into an existing candidate folder (results, analyses).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -84,6 +102,16 @@ pub struct BestChanged {
     pub source: String,
 }
 
+impl BestChanged {
+    pub fn of(kernel: &RankedKernel) -> Self {
+        BestChanged {
+            candidate: kernel.id,
+            time_ms: kernel.time_ms,
+            source: kernel.source.text().to_string(),
+        }
+    }
+}
+
 /// A reply a resumed run looks for before it asks again: its request's id, and where it would
 /// be kept (the candidate's folder and the file's name).
 #[derive(Clone, Debug, PartialEq)]
@@ -91,6 +119,18 @@ pub struct KeptReplyWanted {
     pub request_id: String,
     pub candidate: CandidateId,
     pub name: String,
+}
+
+impl KeptReplyWanted {
+    /// The reply of a request the fold found pending, where its exchange keeps it.
+    pub fn of(request: &PendingRequest) -> Self {
+        let exchange = request.exchange();
+        KeptReplyWanted {
+            request_id: request.request_id.clone(),
+            candidate: exchange.candidate,
+            name: exchange.reply,
+        }
+    }
 }
 
 /// Read the replies kept for requests a resumed run finds pending. Answers the text of each

@@ -26,12 +26,11 @@ use crate::journal::Event;
 use crate::llm_broker::LlmBroker;
 use crate::model::{CandidateId, CompiledCode, DeviceId};
 use crate::ports::{Clock, LlmError, LlmReply, PromptBuilder};
-use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState};
+use crate::search_state::{Decision, Evaluation, SearchConfig, SearchState, Stop, Stopwatch};
 use crate::supervision::{DeathNotice, RunDone, SupervisorLink};
 use crate::time_limit::TimeLimit;
 
-pub use crate::search_state::RECENT_LESSONS;
-pub use resume::{Resume, ResumeRun};
+pub use resume::ResumeRun;
 
 /// What the Manager is started with: the search's own settings, and what only carrying it out
 /// needs.
@@ -51,26 +50,11 @@ pub struct ManagerSettings {
     pub evaluations_fill_the_disk: bool,
 }
 
-/// The reflexions a run keeps in flight at most: two per device, at least eight. Lessons are
-/// worth less than proposals; past this they are dropped, not queued.
-pub fn reflexions_in_flight_for(devices: usize) -> usize {
-    (2 * devices).max(8)
-}
-
 /// Begin the run with its `run_started` record (the Supervisor journaled it).
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct StartRun {
     pub started: Event,
-}
-
-/// Why a run is stopped from outside the search.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Stop {
-    /// SIGINT or SIGTERM: the run ends as interrupted.
-    Signal(String),
-    /// The run cannot go on (its records cannot be written): it ends as failed, with this reason.
-    Failed(String),
 }
 
 /// Stop starting new work, cancel the LLM requests in flight and end the run.
@@ -108,12 +92,9 @@ enum Input {
     /// The finale is over: the best kernel after its re-check, and that kernel's profile record
     /// if it was profiled.
     FinaleDone(crate::finale::FinaleOutcome),
-    /// An evaluation failed because the disk is full: the run stops as it does when a record
-    /// cannot be written, and the candidate is left in flight (a resume evaluates it again).
-    DiskFull {
-        candidate: CandidateId,
-        reason: String,
-    },
+    /// An evaluation failed because the disk is full (why, for the Supervisor): the run stops
+    /// as it does when a record cannot be written (`Returned`).
+    DiskFull(String),
 }
 
 /// The actors the Manager hands work to: the device workers (a restarted one replaces its
@@ -136,10 +117,7 @@ pub struct Manager {
     death_notice: DeathNotice,
     /// The run's clock: it times each request and each evaluation, for steady search's pace.
     clock: Arc<dyn Clock>,
-    asked_at: HashMap<String, SystemTime>,
-    dispatched_at: HashMap<(CandidateId, u32), SystemTime>,
-    /// When each device gave its latest result: an evaluation queued behind another starts then.
-    device_free_at: BTreeMap<DeviceId, SystemTime>,
+    stopwatch: Stopwatch,
     /// Replies a resumed run found on disk, by request id, not yet used.
     recovered: HashMap<String, LlmReply>,
     /// When a run with max_time must be handed over, by the run's clock.
@@ -169,9 +147,7 @@ impl Manager {
             finale_running: false,
             death_notice,
             clock,
-            asked_at: HashMap::new(),
-            dispatched_at: HashMap::new(),
-            device_free_at: BTreeMap::new(),
+            stopwatch: Stopwatch::default(),
             recovered: HashMap::new(),
             hand_over_by: None,
             timed_code: watch::channel(Arc::default()).0,
@@ -195,14 +171,23 @@ impl Manager {
             let decisions = self.state.apply(&input);
             self.share_timed_code();
             self.record(input);
-            for decision in decisions {
-                inputs.extend(self.carry_out(decision, ctx));
-            }
+            inputs.extend(self.carry_out_all(decisions, ctx));
         }
         self.hand_over_when_quiet();
     }
 
+    /// Carries out decisions in order; the inputs they give at once come back, to step next.
+    fn carry_out_all(&mut self, decisions: Vec<Decision>, ctx: &mut Context<Self>) -> Vec<Event> {
+        decisions
+            .into_iter()
+            .filter_map(|decision| self.carry_out(decision, ctx))
+            .collect()
+    }
+
     fn carry_out(&mut self, decision: Decision, ctx: &mut Context<Self>) -> Option<Event> {
+        if let Some((request_id, prompt)) = decision.prompt(&*self.prompts) {
+            return self.ask(request_id.to_string(), prompt, ctx);
+        }
         match decision {
             Decision::Record(event) => self.record(event),
             Decision::Evaluate(evaluation) => return self.evaluate(evaluation, ctx),
@@ -211,32 +196,8 @@ impl Manager {
                 device,
                 round,
             } => return self.profile(parent, device, round, ctx),
-            Decision::RequestAnalysis {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.analysis(&context), ctx),
-            Decision::RequestProposal {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.optimization(&context), ctx),
-            Decision::RequestRefinement {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.refinement(&context), ctx),
-            Decision::RequestSeed {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.seed(&context), ctx),
-            Decision::RequestReflexion {
-                request_id,
-                context,
-            } => return self.ask(request_id, self.prompts.reflexion(&context), ctx),
             Decision::TimeReferences { device } => self.time_references(device, ctx),
-            Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged {
-                candidate: kernel.id,
-                time_ms: kernel.time_ms,
-                source: kernel.source.text().to_string(),
-            }),
+            Decision::BestChanged(kernel) => self.peers.collector.do_send(BestChanged::of(&kernel)),
             Decision::RemoveCaches { candidate } => {
                 self.peers.collector.do_send(RemoveCaches { candidate })
             }
@@ -246,38 +207,14 @@ impl Manager {
                 best,
                 initial,
             } => self.finish(outcome, reason, best, initial, ctx),
+            // Asked for above, by their prompts.
+            Decision::RequestAnalysis { .. }
+            | Decision::RequestProposal { .. }
+            | Decision::RequestRefinement { .. }
+            | Decision::RequestSeed { .. }
+            | Decision::RequestReflexion { .. } => {}
         }
         None
-    }
-
-    /// Seconds since a request was sent, by the run's clock.
-    fn seconds_since_asked(&mut self, request_id: &str) -> Option<f64> {
-        let asked = self.asked_at.remove(request_id)?;
-        let now = self.clock.now();
-        now.duration_since(asked).ok().map(|d| d.as_secs_f64())
-    }
-
-    /// An evaluation's record with the seconds its device spent on it: from the later of its
-    /// dispatch and the device's previous result, to now.
-    fn with_device_seconds(&mut self, mut event: Event) -> Event {
-        if let Event::Evaluated {
-            candidate,
-            attempt,
-            device,
-            seconds,
-            ..
-        } = &mut event
-            && let Some(dispatched) = self.dispatched_at.remove(&(*candidate, *attempt))
-        {
-            let now = self.clock.now();
-            let started = self
-                .device_free_at
-                .get(device)
-                .map_or(dispatched, |free| dispatched.max(*free));
-            *seconds = now.duration_since(started).ok().map(|d| d.as_secs_f64());
-            self.device_free_at.insert(*device, now);
-        }
-        event
     }
 }
 
@@ -292,11 +229,7 @@ impl Handler<StartRun> for Manager {
         self.arm_time_limit(ctx);
         // The Supervisor journaled run_started: it is applied, not written again.
         let decisions = self.state.apply(&message.started);
-        let mut inputs = Vec::new();
-        for decision in decisions {
-            inputs.extend(self.carry_out(decision, ctx));
-        }
-        for input in inputs {
+        for input in self.carry_out_all(decisions, ctx) {
             self.step(input, ctx);
         }
     }
@@ -309,7 +242,7 @@ impl Handler<Input> for Manager {
         match input {
             Input::AgentLost { devices, reason } => self.agent_lost(devices, reason, ctx),
             Input::Record(event) => {
-                let event = self.with_device_seconds(event);
+                let event = self.stopwatch.evaluated(event, self.clock.now());
                 self.step(event, ctx)
             }
             Input::Replied {
@@ -318,12 +251,10 @@ impl Handler<Input> for Manager {
                 answer,
             } => self.replied(request_id, prompt, answer, ctx),
             Input::WorkerDied { evaluation, dead } => self.worker_died(evaluation, dead, ctx),
-            Input::DiskFull { candidate, reason } => {
-                self.supervisor.records_failed.do_send(RecordsFailed {
-                    message: format!(
-                        "the disk is full: the evaluation of candidate {candidate} failed with {reason}"
-                    ),
-                });
+            Input::DiskFull(message) => {
+                self.supervisor
+                    .records_failed
+                    .do_send(RecordsFailed { message });
             }
             Input::FinaleDone(outcome) => {
                 self.finale_running = false;

@@ -25,6 +25,7 @@ mod requests;
 mod results;
 mod resume;
 mod seeds;
+mod stopwatch;
 #[cfg(test)]
 mod tests;
 
@@ -38,23 +39,34 @@ use crate::model::{
     SAME_COMPILED_CODE,
 };
 use crate::ports::{
-    AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, ProposalContext, ReferenceTimes,
-    RefinementContext, ReflexionContext, SeedContext,
+    AnalysisContext, AttemptOutcome, Lesson, ProfileSummary, PromptBuilder, ProposalContext,
+    ReferenceTimes, RefinementContext, ReflexionContext, RenderedPrompt, SeedContext,
 };
 use crate::search::{Beam, Ensemble, Pacing, SearchSettings};
 
 use candidates::{EvaluationResult, ProposalReply};
+pub use devices::agent_restarted;
 use pace::Pace;
 use pacing::Pacer;
 use requests::Requests;
 pub use requests::{Exchange, PendingRequest, exchange_files};
-pub use results::{Answer, FinaleKernels, disk_full, lost_devices, profiled};
-pub use resume::TWICE_IN_FLIGHT;
+pub use results::{
+    Answer, Ending, Finale, FinaleKernels, Returned, disk_full, lost_devices, profiled, unserved,
+};
+pub use resume::{Resume, TWICE_IN_FLIGHT};
 use seeds::Seeding;
 pub use seeds::{Generation, SeedsKept};
+pub use stopwatch::Stopwatch;
 
 /// How many of the run's latest lessons an optimization prompt carries.
 pub const RECENT_LESSONS: usize = 5;
+
+/// The reflexions a run keeps in flight at most (`SearchConfig::reflexions_in_flight`): two per
+/// device, at least eight. Lessons are worth less than proposals; past this they are dropped,
+/// not queued.
+pub fn reflexions_in_flight_for(devices: usize) -> usize {
+    (2 * devices).max(8)
+}
 
 /// What the search needs to know of the run's settings.
 #[derive(Clone, Debug, PartialEq)]
@@ -104,6 +116,38 @@ impl SearchConfig {
         };
         self.ensemble.model_at(position)
     }
+}
+
+/// Why a run is stopped from outside the search.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stop {
+    /// SIGINT or SIGTERM: the run ends as interrupted.
+    Signal(String),
+    /// The run cannot go on (its records cannot be written): it ends as failed, with this reason.
+    Failed(String),
+}
+
+impl Stop {
+    /// The record the stop is journaled and applied as, and the reason the run ends with, which
+    /// its requests in flight are cancelled for.
+    pub fn record(self) -> (Event, String) {
+        match self {
+            Stop::Signal(signal) => {
+                let reason = interrupted_by(&signal);
+                (Event::Interrupted { signal }, reason)
+            }
+            Stop::Failed(reason) => (
+                Event::Stopped {
+                    reason: reason.clone(),
+                },
+                reason,
+            ),
+        }
+    }
+}
+
+fn interrupted_by(signal: &str) -> String {
+    format!("interrupted by {signal}")
 }
 
 /// An attempt of a candidate to verify and time on its device.
@@ -166,6 +210,40 @@ pub enum Decision {
         best: Option<RankedKernel>,
         initial: Option<RankedKernel>,
     },
+}
+
+impl Decision {
+    /// A request's id and its prompt, rendered from its context by the run's templates (the
+    /// template of its kind); `None` for a decision that asks the LLM nothing.
+    pub fn prompt(
+        &self,
+        prompts: &dyn PromptBuilder,
+    ) -> Option<(&str, Result<RenderedPrompt, String>)> {
+        let (request_id, prompt) = match self {
+            Decision::RequestAnalysis {
+                request_id,
+                context,
+            } => (request_id, prompts.analysis(context)),
+            Decision::RequestProposal {
+                request_id,
+                context,
+            } => (request_id, prompts.optimization(context)),
+            Decision::RequestRefinement {
+                request_id,
+                context,
+            } => (request_id, prompts.refinement(context)),
+            Decision::RequestSeed {
+                request_id,
+                context,
+            } => (request_id, prompts.seed(context)),
+            Decision::RequestReflexion {
+                request_id,
+                context,
+            } => (request_id, prompts.reflexion(context)),
+            _ => return None,
+        };
+        Some((request_id, prompt))
+    }
 }
 
 /// Where a candidate stands.
@@ -613,11 +691,9 @@ impl SearchState {
                     Reference::Compile => core.reference.compile_ms = *time_ms,
                 }
             }
-            Event::Interrupted { signal } => core.finish(
-                RunOutcome::Interrupted,
-                format!("interrupted by {signal}"),
-                &mut out,
-            ),
+            Event::Interrupted { signal } => {
+                core.finish(RunOutcome::Interrupted, interrupted_by(signal), &mut out)
+            }
             Event::Stopped { reason } => core.finish(RunOutcome::Failed, reason.clone(), &mut out),
             Event::LimitReached {
                 reason,
@@ -669,6 +745,12 @@ impl SearchState {
     /// The `*_received` records that cancel every pending request, saying why.
     pub fn cancellations(&self, why: &str) -> Vec<Event> {
         self.core.requests.cancellations(why)
+    }
+
+    /// The `*_received` records that cancel every pending request when the run ends for
+    /// `reason`.
+    pub fn cancelled_by_the_end(&self, reason: &str) -> Vec<Event> {
+        self.cancellations(&format!("the run ended before the reply came ({reason})"))
     }
 
     /// The model a candidate's requests go to, in a run of several models.

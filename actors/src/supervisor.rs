@@ -19,9 +19,7 @@ use crate::collector::{Collector, FinishRun, Record, RecordsFailed, ReportSettin
 use crate::gpu_worker::{DeviceProfiling, GpuWorker, ShutdownWorker};
 use crate::journal::{Event, RunOutcome};
 use crate::llm_broker::{CloseBroker, LlmBroker};
-use crate::manager::{
-    Manager, ManagerPeers, ManagerSettings, Resume, ResumeRun, StartRun, Stop, StopRun,
-};
+use crate::manager::{Manager, ManagerPeers, ManagerSettings, ResumeRun, StartRun, StopRun};
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{
     Clock, EvaluatorFactory, GroupSignaller, KernelProfiler, LlmProvider, ProgressSink,
@@ -29,7 +27,7 @@ use crate::ports::{
 };
 use crate::profiler::{CloseProfiler, Profiler};
 use crate::search::Pacing;
-use crate::search_state::SearchState;
+use crate::search_state::{Resume, SearchState, Stop};
 use crate::supervision::{ManagerDied, RestartWorker, RunDone, SupervisorLink};
 use crate::watchdog::{KillAll, TerminateAll, Watchdog, WatchdogClient};
 

@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use crate::journal::Event;
+
 /// A run's max_time and the spans kept free before it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TimeLimit {
@@ -34,7 +36,31 @@ impl TimeLimit {
     pub(crate) fn reason(&self) -> String {
         format!("max_time ({}) reached", self.label)
     }
+
+    /// The record of a moment reached: proposals stop, or (`evaluations_cancelled`) the search
+    /// ends; and the reason the requests in flight are cancelled for.
+    pub(crate) fn reached(&self, evaluations_cancelled: bool) -> (Event, String) {
+        let reason = self.reason();
+        let record = Event::LimitReached {
+            limit: "max_time".into(),
+            reason: reason.clone(),
+            evaluations_cancelled,
+        };
+        (record, reason)
+    }
+
+    /// Why the finale is skipped, if it is, with `left` until the run must be handed over: it
+    /// would not end by then. A search that ends when its evaluations are cancelled has the
+    /// finale's reserve left, less the lateness of a timer: a tenth of the reserve is allowed
+    /// for it.
+    pub(crate) fn finale_would_overrun(&self, left: Duration) -> Option<&'static str> {
+        (left + self.finale_reserve / 10 < self.finale_reserve)
+            .then_some("the finale was skipped: it would not end by max_time")
+    }
 }
+
+/// What the run's reason adds when the finale still running at the hand-over was cut short.
+pub(crate) const FINALE_CUT_SHORT: &str = "; the finale was cut short to end by max_time";
 
 #[cfg(test)]
 mod tests {
@@ -74,5 +100,33 @@ mod tests {
     #[test]
     fn the_reason_names_the_limit_as_written() {
         assert_eq!(limit(1).reason(), "max_time (1h) reached");
+    }
+
+    #[test]
+    fn a_moment_reached_is_journaled_with_the_reason_its_requests_are_cancelled_for() {
+        let (record, reason) = limit(1).reached(true);
+        assert_eq!(
+            record,
+            Event::LimitReached {
+                limit: "max_time".into(),
+                reason: "max_time (1h) reached".into(),
+                evaluations_cancelled: true,
+            }
+        );
+        assert_eq!(reason, "max_time (1h) reached");
+    }
+
+    /// Issue 13: the finale runs only if it ends by the hand-over, a timer's lateness (a tenth
+    /// of its reserve) allowed.
+    #[test]
+    fn the_finale_is_skipped_when_less_than_its_reserve_less_a_tenth_is_left() {
+        let limit = limit(3600);
+        assert_eq!(limit.finale_would_overrun(Duration::from_secs(90)), None);
+        assert_eq!(limit.finale_would_overrun(Duration::from_secs(81)), None);
+        assert_eq!(
+            limit.finale_would_overrun(Duration::from_secs(80)),
+            Some("the finale was skipped: it would not end by max_time")
+        );
+        assert!(limit.finale_would_overrun(Duration::ZERO).is_some());
     }
 }

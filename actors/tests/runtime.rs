@@ -9,13 +9,13 @@ use std::time::{Duration, SystemTime};
 
 use actix::Actor;
 use actors::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome, Step, history};
-use actors::manager::{ManagerSettings, Resume};
+use actors::manager::ManagerSettings;
 use actors::model::{
     CandidateId, DeviceId, KernelSource, Provenance, TimeOutcome, Timing, Verdict, VerifyOutcome,
 };
 use actors::ports::*;
 use actors::search::{Ensemble, FanOut, Pacing, SearchKind, SearchSettings};
-use actors::search_state::{SearchConfig, SearchState};
+use actors::search_state::{Resume, SearchConfig, SearchState};
 use actors::supervisor::{Interrupt, RunIo, RunPlan, RunResult, Supervisor, WorkPorts};
 use actors::time_limit::TimeLimit;
 use tokio::sync::{oneshot, watch};

@@ -12,7 +12,7 @@ use actors::journal::{
     DeviceDescription, Event, JournalRecord, MAX_LINE_BYTES, OLDEST_RESUMABLE_VERSION,
     SCHEMA_VERSION, TornLine, history, read_journal,
 };
-use actors::manager::Resume;
+use actors::search_state::Resume;
 
 use crate::cli::ResumeArgs;
 use crate::console;

@@ -8,10 +8,10 @@ use actix::prelude::*;
 
 use crate::collector::PrepareCandidate;
 use crate::gpu_worker::{Evaluate, GpuWorker, Profile, TimeReferences};
-use crate::journal::{EvaluationOutcome, Event};
+use crate::journal::Event;
 use crate::model::{DeviceId, RankedKernel};
 use crate::ports::{AgentLoss, EvalJob, ProfileError, ProfileJob};
-use crate::search_state::{Evaluation, disk_full, lost_devices, profiled};
+use crate::search_state::{Evaluation, agent_restarted, profiled, unserved};
 use crate::supervision::RestartWorker;
 
 use super::{Input, Manager};
@@ -26,15 +26,13 @@ impl Manager {
         ctx: &mut Context<Self>,
     ) -> Option<Event> {
         let Some(worker) = self.worker(evaluation.device) else {
-            let reason = format!("no worker serves device {}", evaluation.device);
-            return Some(evaluation.record(Err((EvaluationOutcome::Failed, reason))));
+            return Some(evaluation.failed(unserved(evaluation.device)));
         };
         let files = vec![(
             "kernel.py".to_string(),
             evaluation.source.text().to_string(),
         )];
-        self.dispatched_at
-            .insert((evaluation.candidate, evaluation.attempt), self.clock.now());
+        self.stopwatch.dispatched(&evaluation, self.clock.now());
         let collector = self.peers.collector.clone();
         let deadline = self.settings.step_deadline;
         self.share_timed_code();
@@ -67,23 +65,13 @@ impl Manager {
         ctx.spawn(
             async move {
                 let input = match work.await {
-                    Err(reason) => {
-                        Input::Record(evaluation.record(Err((EvaluationOutcome::Failed, reason))))
-                    }
+                    Err(reason) => Input::Record(evaluation.failed(reason)),
                     Ok(Ok(result)) => {
-                        // The devices go first: the fold takes them out of service before it
-                        // places the candidate again.
-                        if let Some((devices, reason)) = lost_devices(&result) {
+                        let returned = evaluation.returned(result, fills_the_disk);
+                        if let Some((devices, reason)) = returned.lost {
                             me.do_send(Input::AgentLost { devices, reason });
                         }
-                        let record = evaluation.record(Ok(result));
-                        match disk_full(&record).filter(|_| fills_the_disk) {
-                            Some(reason) => Input::DiskFull {
-                                candidate: evaluation.candidate,
-                                reason,
-                            },
-                            None => Input::Record(record),
-                        }
+                        returned.record.map_or_else(Input::DiskFull, Input::Record)
                     }
                     Ok(Err(dead)) => Input::WorkerDied { evaluation, dead },
                 };
@@ -118,30 +106,18 @@ impl Manager {
         if self.handed_over() {
             return;
         }
-        self.record(Event::WorkerDied {
-            device: evaluation.device,
-            candidate: Some(evaluation.candidate),
-            reason:
-                "the worker stopped while evaluating (its handler panicked or its mailbox closed)"
-                    .into(),
-        });
+        self.record(evaluation.worker_died());
         let restart = self.supervisor.restart.send(RestartWorker {
             device: evaluation.device,
             dead,
         });
         ctx.spawn(restart.into_actor(self).map(move |answer, manager, ctx| {
-            let outcome = match answer {
-                Ok(Ok(worker)) => {
+            let restarted = answer
+                .unwrap_or_else(|_| Err("the supervisor is gone".into()))
+                .map(|worker| {
                     manager.peers.workers.insert(evaluation.device, worker);
-                    Err((
-                        EvaluationOutcome::WorkerDied,
-                        "the worker died and was restarted".to_string(),
-                    ))
-                }
-                Ok(Err(reason)) => Err((EvaluationOutcome::Failed, reason)),
-                Err(_) => Err((EvaluationOutcome::Failed, "the supervisor is gone".into())),
-            };
-            manager.step(evaluation.record(outcome), ctx);
+                });
+            manager.step(evaluation.after_restart(restarted), ctx);
         }));
     }
 
@@ -156,10 +132,7 @@ impl Manager {
         ctx: &mut Context<Self>,
     ) {
         // A run being handed over starts no agent again: its agents are about to be closed.
-        let out_of_service = devices
-            .iter()
-            .all(|device| !self.state.is_in_service(*device));
-        if out_of_service || self.handed_over() {
+        if !self.state.any_in_service(&devices) || self.handed_over() {
             return;
         }
         match self.supervisor.evaluators.agent_lost(&devices, &reason) {
@@ -179,16 +152,7 @@ impl Manager {
                     ctx,
                 );
                 ctx.spawn(restarted.into_actor(self).map(move |answer, manager, ctx| {
-                    let event = match answer {
-                        Ok(step) => Event::AgentRestarted {
-                            node,
-                            devices,
-                            restarts,
-                            step,
-                        },
-                        Err(reason) => Event::DevicesLost { devices, reason },
-                    };
-                    manager.step(event, ctx);
+                    manager.step(agent_restarted(node, devices, restarts, answer), ctx);
                 }));
             }
         }
@@ -205,12 +169,8 @@ impl Manager {
     ) -> Option<Event> {
         let candidate = parent.id;
         let Some(worker) = self.worker(device) else {
-            return Some(Event::ProfileFailed {
-                candidate,
-                device,
-                unavailable: false,
-                error: format!("no worker serves device {device}"),
-            });
+            let error = ProfileError::Failed(unserved(device));
+            return Some(profiled(candidate, device, Err(error)));
         };
         let collector = self.peers.collector.clone();
         let work = async move {
@@ -272,7 +232,7 @@ impl Manager {
 
     /// The worker of a device, when one serves it: a device the run does not have is an
     /// input to answer, never a panic.
-    fn worker(&self, device: DeviceId) -> Option<Addr<GpuWorker>> {
+    pub(super) fn worker(&self, device: DeviceId) -> Option<Addr<GpuWorker>> {
         self.peers.workers.get(&device).cloned()
     }
 }

@@ -6,13 +6,12 @@
 use actix::prelude::*;
 
 use crate::finale::{self, FinaleJob};
-use crate::gpu_worker::GpuWorker;
 use crate::journal::{Event, RunOutcome};
-use crate::model::{DeviceId, RankedKernel};
-use crate::search_state::{FinaleKernels, SearchState};
+use crate::model::RankedKernel;
+use crate::search_state::{Finale, FinaleKernels, SearchState};
 use crate::supervision::RunDone;
 
-use super::{Input, Manager, Stop, StopRun};
+use super::{Input, Manager, StopRun};
 
 impl Manager {
     /// The search is over. A run that ended otherwise than as planned cancels its requests in
@@ -28,22 +27,24 @@ impl Manager {
         if outcome != RunOutcome::Completed {
             self.cancel_requests(&reason, ctx);
         }
-        let finale_device = self.finale_device();
-        let reason = match (outcome, &finale_device) {
-            (RunOutcome::Completed, Err(skipped)) if best.is_some() => {
-                format!("{reason}; {skipped}")
-            }
-            _ => reason,
-        };
+        let initial_ms = initial.as_ref().map(|k| k.time_ms);
+        let overrun = self.finale_would_overrun();
+        let worker_of = |device| self.worker(device);
+        let ending = self
+            .state
+            .ending(outcome, reason, best.clone(), initial, overrun, worker_of);
         self.done = Some(RunDone {
             outcome,
-            reason,
-            best: best.clone(),
-            initial_ms: initial.as_ref().map(|k| k.time_ms),
+            reason: ending.reason,
+            best,
+            initial_ms,
             search: None,
         });
-        let (RunOutcome::Completed, Some(best), Some(initial), Ok((device, worker))) =
-            (outcome, best, initial, finale_device)
+        let Some(Finale {
+            device,
+            worker,
+            kernels: finale,
+        }) = ending.finale
         else {
             return;
         };
@@ -51,7 +52,7 @@ impl Manager {
             kernels,
             beam,
             unprofiled,
-        } = self.state.finale_kernels(best, initial);
+        } = finale;
         let job = FinaleJob {
             kernels,
             beam,
@@ -72,26 +73,18 @@ impl Manager {
         );
     }
 
-    /// The device the finale runs on and its worker (`SearchState::finale_device`), unless
-    /// max_time leaves no room for it or no worker serves that device: then why there is none.
-    fn finale_device(&self) -> Result<(DeviceId, Addr<GpuWorker>), String> {
-        if let Some(why) = self.finale_would_overrun() {
-            return Err(why.into());
-        }
-        let device = self.state.finale_device()?;
-        let worker =
-            self.peers.workers.get(&device).ok_or_else(|| {
-                format!("the finale was skipped: no worker serves device {device}")
-            })?;
-        Ok((device, worker.clone()))
-    }
-
     /// Journals every request in flight as cancelled, saying why.
     pub(super) fn cancel_requests(&mut self, reason: &str, ctx: &mut Context<Self>) {
-        let why = format!("the run ended before the reply came ({reason})");
-        for cancelled in self.state.cancellations(&why) {
+        for cancelled in self.state.cancelled_by_the_end(reason) {
             self.step(cancelled, ctx);
         }
+    }
+
+    /// Journals and applies a record that stops the search from outside (a signal, a failure,
+    /// max_time), then cancels the requests in flight for its reason.
+    pub(super) fn stop(&mut self, record: Event, reason: &str, ctx: &mut Context<Self>) {
+        self.step(record, ctx);
+        self.cancel_requests(reason, ctx);
     }
 
     /// Whether the run's end went to the Supervisor: the Manager's guard is disarmed then.
@@ -118,30 +111,11 @@ impl Manager {
 impl Handler<StopRun> for Manager {
     type Result = ();
 
+    /// A run already in its finale waits for no reply: the finale's own steps end with the
+    /// children the Supervisor is ending.
     fn handle(&mut self, message: StopRun, ctx: &mut Context<Self>) {
-        let reason = match message.why {
-            Stop::Signal(signal) => {
-                self.step(
-                    Event::Interrupted {
-                        signal: signal.clone(),
-                    },
-                    ctx,
-                );
-                format!("interrupted by {signal}")
-            }
-            Stop::Failed(reason) => {
-                self.step(
-                    Event::Stopped {
-                        reason: reason.clone(),
-                    },
-                    ctx,
-                );
-                reason
-            }
-        };
-        // A run already in its finale waits for no reply: the finale's own steps end with the
-        // children the Supervisor is ending.
-        self.cancel_requests(&reason, ctx);
+        let (record, reason) = message.why.record();
+        self.stop(record, &reason, ctx);
         self.hand_over_when_quiet();
     }
 }

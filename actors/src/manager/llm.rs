@@ -31,7 +31,7 @@ impl Manager {
         };
         let user = prompt.user.clone();
         let request = self.state.llm_request(&request_id, prompt)?;
-        self.asked_at.insert(request_id.clone(), self.clock.now());
+        self.stopwatch.asked(&request_id, self.clock.now());
         // A resumed run answers a request whose reply is on disk from there: asked and paid
         // for by the process that died.
         if let Some(reply) = self.recovered.remove(&request_id) {
@@ -83,17 +83,11 @@ impl Manager {
         let Some(exchange) = self.state.exchange(&request_id) else {
             return;
         };
-        let latency_s = self.seconds_since_asked(&request_id);
-        let code = exchange
-            .code
-            .zip(reply.code.as_ref())
-            .map(|(name, code)| (name, code.text().to_string()));
-        let keep = self.peers.collector.send(KeepReply {
-            candidate: exchange.candidate,
-            prompt: (exchange.prompt, prompt),
-            reply: (exchange.reply, reply.text.clone()),
-            code,
-        });
+        let latency_s = self.stopwatch.answered(&request_id, self.clock.now());
+        let keep = self
+            .peers
+            .collector
+            .send(KeepReply::of(exchange, prompt, &reply));
         ctx.spawn(keep.into_actor(self).map(move |kept, manager, ctx| {
             let file = kept.ok().and_then(Result::ok);
             let received = manager

@@ -3,39 +3,16 @@
 //! journaled whole, the best kernel written again, then what was in flight taken again
 //! (`SearchState::resume`).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use actix::prelude::*;
 
 use crate::collector::{BestChanged, KeptReplyWanted, ReadKeptReplies};
-use crate::journal::{Event, JournalRecord};
 use crate::llm_broker::KeptReplies;
-use crate::model::CandidateId;
 use crate::ports::LlmReply;
-use crate::search_state::SearchState;
+use crate::search_state::{Resume, SearchState};
 
 use super::Manager;
-
-/// How a resumed run goes on from the journal its earlier process left, with what the resuming
-/// command found out about that process (for `run_resumed`).
-#[derive(Clone, Debug)]
-pub struct Resume {
-    /// The journal's records, a torn last line left out.
-    pub records: Vec<JournalRecord>,
-    /// The candidates being evaluated on a device when the last process died and when the one
-    /// before it died (`History::in_flight_at_two_deaths`): they are not tried a third time.
-    pub in_flight_at_two_deaths: BTreeSet<CandidateId>,
-    /// How the previous process ended (`History::previous_end`).
-    pub previous_end: String,
-    /// Seconds from the journal's last record to this resume.
-    pub gap_s: f64,
-    /// Process groups the dead process left running, ended before this one started.
-    pub orphans_ended: u32,
-    /// Whether the journal's torn last line was cut off.
-    pub torn_line: bool,
-    /// What `--force` let change since the run started.
-    pub forced_changes: Vec<String>,
-}
 
 /// Go on with a run from its journal.
 #[derive(Message)]
@@ -59,19 +36,8 @@ impl Handler<ResumeRun> for Manager {
         for record in unjournaled {
             self.record(record);
         }
-        let wanted = self
-            .state
-            .pending_requests()
-            .iter()
-            .map(|request| {
-                let exchange = request.exchange();
-                KeptReplyWanted {
-                    request_id: request.request_id.clone(),
-                    candidate: exchange.candidate,
-                    name: exchange.reply,
-                }
-            })
-            .collect();
+        let pending = self.state.pending_requests();
+        let wanted = pending.into_iter().map(KeptReplyWanted::of).collect();
         let read = self.peers.collector.send(ReadKeptReplies(wanted));
         let broker = self.peers.broker.clone();
         let recovering = async move {
@@ -97,36 +63,13 @@ impl Manager {
         recovered: HashMap<String, LlmReply>,
         ctx: &mut Context<Self>,
     ) {
-        let mut recovered_ids: Vec<String> = recovered.keys().cloned().collect();
-        recovered_ids.sort();
+        self.record(self.state.run_resumed(&resume, recovered.keys()));
         self.recovered = recovered;
-        self.record(Event::RunResumed {
-            previous_end: resume.previous_end,
-            gap_s: resume.gap_s,
-            in_flight: self.state.in_flight(),
-            pending_requests: self
-                .state
-                .pending_requests()
-                .iter()
-                .map(|request| request.request_id.clone())
-                .collect(),
-            recovered: recovered_ids,
-            orphans_ended: resume.orphans_ended,
-            torn_line: resume.torn_line,
-            forced_changes: resume.forced_changes,
-        });
         if let Some(best) = self.state.best_verified() {
-            self.peers.collector.do_send(BestChanged {
-                candidate: best.id,
-                time_ms: best.time_ms,
-                source: best.source.text().to_string(),
-            });
+            self.peers.collector.do_send(BestChanged::of(&best));
         }
         let (failures, decisions) = self.state.resume(&resume.in_flight_at_two_deaths);
-        let mut inputs = Vec::new();
-        for decision in decisions {
-            inputs.extend(self.carry_out(decision, ctx));
-        }
+        let inputs = self.carry_out_all(decisions, ctx);
         for input in failures.into_iter().chain(inputs) {
             self.step(input, ctx);
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::journal::Event;
+use crate::time_limit::FINALE_CUT_SHORT;
 
 use super::Manager;
 
@@ -33,16 +33,8 @@ impl Manager {
         if self.done.is_some() || self.handed_over() {
             return;
         }
-        let reason = limit.reason();
-        self.step(
-            Event::LimitReached {
-                limit: "max_time".into(),
-                reason: reason.clone(),
-                evaluations_cancelled,
-            },
-            ctx,
-        );
-        self.cancel_requests(&reason, ctx);
+        let (record, reason) = limit.reached(evaluations_cancelled);
+        self.stop(record, &reason, ctx);
     }
 
     /// The run must be handed over now: a finale still running is cut short and said so.
@@ -54,23 +46,17 @@ impl Manager {
         if self.finale_running {
             self.finale_running = false;
             if let Some(done) = &mut self.done {
-                done.reason
-                    .push_str("; the finale was cut short to end by max_time");
+                done.reason.push_str(FINALE_CUT_SHORT);
             }
         }
         self.hand_over_when_quiet();
     }
 
-    /// Why the finale is skipped, if it is: it would not end by the time the run must be
-    /// handed over. A search that ends when its evaluations are cancelled has the finale's
-    /// reserve left, less the lateness of a timer: a tenth of the reserve is allowed for it.
+    /// Why the finale is skipped, if it is (`TimeLimit::finale_would_overrun`), by the run's
+    /// clock.
     pub(super) fn finale_would_overrun(&self) -> Option<&'static str> {
+        let left = self.hand_over_by?.duration_since(self.clock.now());
         let limit = self.settings.time_limit.as_ref()?;
-        let hand_over_by = self.hand_over_by?;
-        let left = hand_over_by
-            .duration_since(self.clock.now())
-            .unwrap_or(Duration::ZERO);
-        (left + limit.finale_reserve / 10 < limit.finale_reserve)
-            .then_some("the finale was skipped: it would not end by max_time")
+        limit.finale_would_overrun(left.unwrap_or(Duration::ZERO))
     }
 }

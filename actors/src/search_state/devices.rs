@@ -4,11 +4,38 @@
 
 use std::collections::BTreeSet;
 
-use crate::journal::RunOutcome;
+use crate::journal::{Event, RunOutcome};
 use crate::model::{CandidateId, DeviceId, KernelSource};
 use crate::search::{Pacing, device_for, first_free_device};
 
-use super::{Core, Out, Resolution};
+use super::{Core, Out, Resolution, SearchState};
+
+impl SearchState {
+    /// Whether a loss of these devices' agent is news: one of them is still in service. Each
+    /// evaluation that was on them reports the loss; the first takes them out of service.
+    pub fn any_in_service(&self, devices: &[DeviceId]) -> bool {
+        devices.iter().any(|device| self.is_in_service(*device))
+    }
+}
+
+/// The record of a lost agent's restart, the `restarts`th: its new Slurm step serving its
+/// devices again, or why it could not start, which retires them.
+pub fn agent_restarted(
+    node: String,
+    devices: Vec<DeviceId>,
+    restarts: u32,
+    answer: Result<String, String>,
+) -> Event {
+    match answer {
+        Ok(step) => Event::AgentRestarted {
+            node,
+            devices,
+            restarts,
+            step,
+        },
+        Err(reason) => Event::DevicesLost { devices, reason },
+    }
+}
 
 impl Core {
     /// The devices in service, in order. When none is, those whose agent is starting again

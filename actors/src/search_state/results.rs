@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use crate::analysis::{parse_bottlenecks, parse_lesson};
-use crate::journal::{EvaluationOutcome, Event, ReplyFile, ReplyOutcome};
+use crate::journal::{EvaluationOutcome, Event, ReplyFile, ReplyOutcome, RunOutcome};
 use crate::model::{CandidateId, DeviceId, KernelSource, RankedKernel, Verdict};
 use crate::ports::{
     EvalError, Evaluated, LlmError, LlmReply, LlmRequest, ProfileError, ProfileSummary,
@@ -169,6 +169,53 @@ impl SearchState {
         }
     }
 
+    /// How the search's end is carried out. A completed run with a best kernel has its finale,
+    /// on the finale's device and its worker (`worker_of`), unless `overrun` says max_time
+    /// leaves no room for it, no device is free or no worker serves it: then the run's reason
+    /// says why the finale was skipped.
+    pub fn ending<W>(
+        &self,
+        outcome: RunOutcome,
+        reason: String,
+        best: Option<RankedKernel>,
+        initial: Option<RankedKernel>,
+        overrun: Option<&str>,
+        worker_of: impl FnOnce(DeviceId) -> Option<W>,
+    ) -> Ending<W> {
+        let Some(best) = best.filter(|_| outcome == RunOutcome::Completed) else {
+            return Ending {
+                reason,
+                finale: None,
+            };
+        };
+        let place = match overrun {
+            Some(why) => Err(why.to_string()),
+            None => self.finale_device().map_err(str::to_string),
+        };
+        let place = place.and_then(|device| match worker_of(device) {
+            Some(worker) => Ok((device, worker)),
+            None => Err(format!("the finale was skipped: {}", unserved(device))),
+        });
+        match (place, initial) {
+            (Err(skipped), _) => Ending {
+                reason: format!("{reason}; {skipped}"),
+                finale: None,
+            },
+            (Ok((device, worker)), Some(initial)) => Ending {
+                reason,
+                finale: Some(Finale {
+                    device,
+                    worker,
+                    kernels: self.finale_kernels(best, initial),
+                }),
+            },
+            (Ok(_), None) => Ending {
+                reason,
+                finale: None,
+            },
+        }
+    }
+
     /// The device the finale runs on: the first in service with nothing in flight (a run that
     /// reached max_time may have evaluations still running). Or why there is none.
     pub fn finale_device(&self) -> Result<DeviceId, &'static str> {
@@ -185,6 +232,21 @@ impl SearchState {
             .find(|device| !busy.contains(device) && self.is_in_service(*device))
             .ok_or("the finale was skipped: every device was still evaluating")
     }
+}
+
+/// How a finished search ends: the reason the run ends with, and the finale to run, if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Ending<W> {
+    pub reason: String,
+    pub finale: Option<Finale<W>>,
+}
+
+/// The finale's device, the worker that serves it, and what it checks again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finale<W> {
+    pub device: DeviceId,
+    pub worker: W,
+    pub kernels: FinaleKernels,
 }
 
 /// The kernels the finale checks again: the initial kernel first, then the final beam's
@@ -263,7 +325,68 @@ pub fn lost_devices(result: &Evaluated) -> Option<(Vec<DeviceId>, String)> {
     }
 }
 
+/// Why a step on a device failed at once: no worker serves the device (the run does not have
+/// it), an input to answer, never a panic.
+pub fn unserved(device: DeviceId) -> String {
+    format!("no worker serves device {device}")
+}
+
+/// What an evaluation that ran comes to, in the order the Manager takes it: the devices it
+/// found lost go out of service first, since the fold places the candidate again on live ones;
+/// then its `evaluated` record, or, when the disk is full where the evaluations write, the
+/// message that stops the run as a record that cannot be written does (the candidate stays in
+/// flight, for a resume to evaluate again).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Returned {
+    pub lost: Option<(Vec<DeviceId>, String)>,
+    pub record: Result<Event, String>,
+}
+
 impl Evaluation {
+    /// What this attempt's result comes to; `fills_the_disk`: the evaluations write on the run
+    /// directory's disk (not in a bounded scratch of their own, where a full disk is only the
+    /// candidate's doing).
+    pub fn returned(&self, result: Evaluated, fills_the_disk: bool) -> Returned {
+        let lost = lost_devices(&result);
+        let record = self.record(Ok(result));
+        let record = match disk_full(&record).filter(|_| fills_the_disk) {
+            Some(reason) => Err(format!(
+                "the disk is full: the evaluation of candidate {} failed with {reason}",
+                self.candidate
+            )),
+            None => Ok(record),
+        };
+        Returned { lost, record }
+    }
+
+    /// The `evaluated` record of an attempt that never reached its device's steps, and why.
+    pub fn failed(&self, reason: String) -> Event {
+        self.record(Err((EvaluationOutcome::Failed, reason)))
+    }
+
+    /// The record of the worker that stopped under this attempt.
+    pub fn worker_died(&self) -> Event {
+        Event::WorkerDied {
+            device: self.device,
+            candidate: Some(self.candidate),
+            reason:
+                "the worker stopped while evaluating (its handler panicked or its mailbox closed)"
+                    .into(),
+        }
+    }
+
+    /// This attempt's `evaluated` record once the Supervisor answered for its dead worker:
+    /// restarted (the search decides whether the candidate is tried again), or why not.
+    pub fn after_restart(&self, restart: Result<(), String>) -> Event {
+        match restart {
+            Ok(()) => self.record(Err((
+                EvaluationOutcome::WorkerDied,
+                "the worker died and was restarted".into(),
+            ))),
+            Err(reason) => self.failed(reason),
+        }
+    }
+
     /// The `evaluated` record of this attempt: the worker's steps, or why there were none.
     pub fn record(&self, result: Result<Evaluated, (EvaluationOutcome, String)>) -> Event {
         let lost = result

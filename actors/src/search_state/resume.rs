@@ -5,16 +5,63 @@
 
 use std::collections::BTreeSet;
 
-use crate::journal::{EvaluationOutcome, Event, RunOutcome};
+use crate::journal::{EvaluationOutcome, Event, JournalRecord, RunOutcome};
 use crate::model::CandidateId;
 
 use super::{Decision, Phase, SearchState};
+
+/// How a resumed run goes on from the journal its earlier process left, with what the resuming
+/// command found out about that process (for `run_resumed`).
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// The journal's records, a torn last line left out.
+    pub records: Vec<JournalRecord>,
+    /// The candidates being evaluated on a device when the last process died and when the one
+    /// before it died (`History::in_flight_at_two_deaths`): they are not tried a third time.
+    pub in_flight_at_two_deaths: BTreeSet<CandidateId>,
+    /// How the previous process ended (`History::previous_end`).
+    pub previous_end: String,
+    /// Seconds from the journal's last record to this resume.
+    pub gap_s: f64,
+    /// Process groups the dead process left running, ended before this one started.
+    pub orphans_ended: u32,
+    /// Whether the journal's torn last line was cut off.
+    pub torn_line: bool,
+    /// What `--force` let change since the run started.
+    pub forced_changes: Vec<String>,
+}
 
 /// Why a candidate is not evaluated a third time.
 pub const TWICE_IN_FLIGHT: &str = "it was being evaluated when kactors died twice in a row: \
      a kernel that takes the node down is not tried again";
 
 impl SearchState {
+    /// The `run_resumed` record of a resume of this fold: what the resuming command found out,
+    /// what was in flight and pending, and the pending requests whose replies were `recovered`
+    /// from their files.
+    pub fn run_resumed<'a>(
+        &self,
+        resume: &Resume,
+        recovered: impl IntoIterator<Item = &'a String>,
+    ) -> Event {
+        let mut recovered: Vec<String> = recovered.into_iter().cloned().collect();
+        recovered.sort();
+        Event::RunResumed {
+            previous_end: resume.previous_end.clone(),
+            gap_s: resume.gap_s,
+            in_flight: self.in_flight(),
+            pending_requests: self
+                .pending_requests()
+                .iter()
+                .map(|request| request.request_id.clone())
+                .collect(),
+            recovered,
+            orphans_ended: resume.orphans_ended,
+            torn_line: resume.torn_line,
+            forced_changes: resume.forced_changes.clone(),
+        }
+    }
+
     /// The candidates on a device when the journal ends: a resume evaluates them again.
     pub fn in_flight(&self) -> Vec<CandidateId> {
         self.core

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::journal::{EvaluationOutcome, ReplyOutcome};
-use crate::ports::{RenderedPrompt, RequestKind};
+use crate::ports::{ProfileError, RenderedPrompt, RequestKind};
 use crate::search::{FanOut, SearchKind};
 
 fn config(n: u32, m: u32, rounds: u32, devices: u32, pacing: Pacing) -> SearchConfig {
@@ -1561,6 +1561,373 @@ fn the_finale_checks_the_initial_kernel_then_a_best_the_beam_lacks_then_the_beam
         SearchState::new(one_proposal(0)).finale_kernels(initial.clone(), initial);
     assert_eq!(ids(&without_profiles.kernels), [0]);
     assert!(without_profiles.unprofiled.is_empty(), "profiling is off");
+}
+
+#[test]
+fn a_run_keeps_two_reflexions_in_flight_per_device_and_at_least_eight() {
+    assert_eq!(reflexions_in_flight_for(1), 8);
+    assert_eq!(reflexions_in_flight_for(4), 8);
+    assert_eq!(reflexions_in_flight_for(6), 12);
+}
+
+/// Issue 21: what an evaluation that ran comes to is the state's to say: the devices it found
+/// lost first, then its record, or the full disk that stops the run where evaluations fill it.
+#[test]
+fn a_full_disk_stops_the_run_only_where_the_evaluations_write_on_its_disk() {
+    use crate::ports::{EvalError, Evaluated};
+    let full = || Evaluated {
+        verify: Err(EvalError::Crashed {
+            reason: "OSError: [Errno 28] No space left on device\nTraceback ...".into(),
+        }),
+        time: None,
+        same_code_as: None,
+    };
+    let stopped = evaluation(0).returned(full(), true);
+    assert_eq!(
+        stopped.record,
+        Err(
+            "the disk is full: the evaluation of candidate 3 failed with \
+             evaluator crashed: OSError: [Errno 28] No space left on device"
+                .into()
+        )
+    );
+    assert_eq!(stopped.lost, None);
+    let sandboxed = evaluation(0).returned(full(), false).record;
+    assert_eq!(
+        sandboxed
+            .as_ref()
+            .map(outcome_and_reason)
+            .ok()
+            .map(|(outcome, _)| outcome),
+        Some(EvaluationOutcome::Failed),
+        "in the sandbox's own scratch a full disk is the candidate's failure"
+    );
+    let lost = evaluation(1).returned(
+        Evaluated {
+            verify: Err(EvalError::DeviceLost {
+                reason: "the agent of n2 is gone".into(),
+                devices: vec![DeviceId(1), DeviceId(2)],
+            }),
+            time: None,
+            same_code_as: None,
+        },
+        true,
+    );
+    assert_eq!(
+        lost.lost,
+        Some((
+            vec![DeviceId(1), DeviceId(2)],
+            "the agent of n2 is gone".into()
+        ))
+    );
+    assert_eq!(
+        lost.record.as_ref().map(outcome_and_reason).ok(),
+        Some((
+            EvaluationOutcome::DeviceLost,
+            Some("device lost: the agent of n2 is gone")
+        ))
+    );
+}
+
+/// Issue 21: a worker that died under an attempt, its restart, and a device no worker serves
+/// are records the state makes, the fold's inputs like any other.
+#[test]
+fn a_dead_worker_its_restart_and_a_device_without_a_worker_become_records() {
+    assert_eq!(
+        evaluation(2).worker_died(),
+        Event::WorkerDied {
+            device: DeviceId(2),
+            candidate: Some(CandidateId(3)),
+            reason: "the worker stopped while evaluating (its handler panicked or its mailbox \
+                     closed)"
+                .into(),
+        }
+    );
+    assert_eq!(
+        outcome_and_reason(&evaluation(2).after_restart(Ok(()))),
+        (
+            EvaluationOutcome::WorkerDied,
+            Some("the worker died and was restarted")
+        )
+    );
+    assert_eq!(
+        outcome_and_reason(&evaluation(2).after_restart(Err("the restart budget is spent".into()))),
+        (
+            EvaluationOutcome::Failed,
+            Some("the restart budget is spent")
+        )
+    );
+    assert_eq!(
+        outcome_and_reason(&evaluation(2).failed(unserved(DeviceId(2)))),
+        (EvaluationOutcome::Failed, Some("no worker serves device 2"))
+    );
+    assert_eq!(
+        results::profiled(
+            CandidateId(0),
+            DeviceId(7),
+            Err(ProfileError::Failed(unserved(DeviceId(7))))
+        ),
+        Event::ProfileFailed {
+            candidate: CandidateId(0),
+            device: DeviceId(7),
+            unavailable: false,
+            error: "no worker serves device 7".into(),
+        }
+    );
+}
+
+/// Issue 21: a stop from outside is a record and the reason its requests in flight are
+/// cancelled for, the same reason the search ends with.
+#[test]
+fn a_signal_ends_the_search_for_the_reason_its_cancelled_requests_give() {
+    let (record, reason) = Stop::Signal("SIGTERM".into()).record();
+    assert_eq!(
+        (&record, reason.as_str()),
+        (
+            &Event::Interrupted {
+                signal: "SIGTERM".into()
+            },
+            "interrupted by SIGTERM"
+        )
+    );
+    let mut steps = up_to_the_first_proposal();
+    steps.pop();
+    steps.push((record, "finish Interrupted: interrupted by SIGTERM"));
+    let state = check(one_proposal(0), &steps);
+    match state.cancelled_by_the_end(&reason).as_slice() {
+        [
+            Event::ProposalReceived {
+                error: Some(error), ..
+            },
+        ] => assert_eq!(
+            error,
+            "cancelled: the run ended before the reply came (interrupted by SIGTERM)"
+        ),
+        other => panic!("one proposal to cancel: {other:?}"),
+    }
+    assert_eq!(
+        Stop::Failed("journal.jsonl cannot be written".into()).record(),
+        (
+            Event::Stopped {
+                reason: "journal.jsonl cannot be written".into()
+            },
+            "journal.jsonl cannot be written".into()
+        )
+    );
+}
+
+/// Issue 21: how the search's end is carried out is the state's to say: a completed run with a
+/// best kernel has its finale on a free device that a worker serves, or its reason says why
+/// the finale was skipped; a run that ended otherwise has none and says nothing of it.
+#[test]
+fn a_completed_run_has_its_finale_or_says_why_it_was_skipped() {
+    let mut two = SearchState::new(config(1, 1, 1, 2, Pacing::Rounds));
+    two.apply(&started("k0"));
+    let initial = RankedKernel {
+        id: CandidateId::INITIAL,
+        source: KernelSource::new("k0"),
+        time_ms: 8.0,
+        launched_kernels: Vec::new(),
+    };
+    let end = |state: &SearchState, outcome: RunOutcome, overrun: Option<&str>, workers: &[u32]| {
+        state.ending(
+            outcome,
+            "max_rounds (1) reached".into(),
+            Some(initial.clone()),
+            Some(initial.clone()),
+            overrun,
+            |device| {
+                workers
+                    .contains(&device.0)
+                    .then_some(format!("worker {device}"))
+            },
+        )
+    };
+    let finale = end(&two, RunOutcome::Completed, None, &[0, 1]);
+    assert_eq!(finale.reason, "max_rounds (1) reached");
+    let finale = finale.finale.expect("a finale on the free device");
+    assert_eq!(
+        (
+            finale.device,
+            finale.worker.as_str(),
+            finale.kernels.kernels.len()
+        ),
+        (DeviceId(1), "worker 1", 1),
+        "0 evaluates the initial kernel"
+    );
+    let skipped = |ending: Ending<String>| {
+        assert_eq!(ending.finale, None);
+        ending.reason
+    };
+    assert_eq!(
+        skipped(end(&two, RunOutcome::Completed, None, &[0])),
+        "max_rounds (1) reached; the finale was skipped: no worker serves device 1"
+    );
+    assert_eq!(
+        skipped(end(
+            &two,
+            RunOutcome::Completed,
+            Some("the finale was skipped: it would not end by max_time"),
+            &[0, 1]
+        )),
+        "max_rounds (1) reached; the finale was skipped: it would not end by max_time"
+    );
+    assert_eq!(
+        skipped(end(&two, RunOutcome::Interrupted, None, &[0, 1])),
+        "max_rounds (1) reached"
+    );
+    two.apply(&devices_lost(&[1]));
+    assert_eq!(
+        skipped(end(&two, RunOutcome::Completed, None, &[0, 1])),
+        "max_rounds (1) reached; the finale was skipped: every device was still evaluating"
+    );
+    let without_best = two.ending(
+        RunOutcome::Completed,
+        "no candidate was verified".into(),
+        None,
+        Some(initial.clone()),
+        None,
+        |_| Some(()),
+    );
+    assert_eq!(
+        (without_best.reason.as_str(), without_best.finale),
+        ("no candidate was verified", None)
+    );
+}
+
+/// Issue 21: the fold builds `run_resumed` whole: the resuming command's facts, what the
+/// journal left in flight and pending, and the replies recovered from their files, in order.
+#[test]
+fn run_resumed_says_what_was_in_flight_pending_and_recovered() {
+    let resume = Resume {
+        records: Vec::new(),
+        in_flight_at_two_deaths: BTreeSet::new(),
+        previous_end: "killed".into(),
+        gap_s: 12.5,
+        orphans_ended: 2,
+        torn_line: true,
+        forced_changes: vec!["max_rounds".into()],
+    };
+    let mut steps = up_to_the_first_proposal();
+    let evaluating = check(one_proposal(0), &steps);
+    steps.pop();
+    let asking = check(one_proposal(0), &steps);
+    let recovered = ["r1-c1".to_string(), "r0-c9".to_string()];
+    assert_eq!(
+        asking.run_resumed(&resume, &recovered),
+        Event::RunResumed {
+            previous_end: "killed".into(),
+            gap_s: 12.5,
+            in_flight: Vec::new(),
+            pending_requests: vec!["r1-c1".into()],
+            recovered: vec!["r0-c9".into(), "r1-c1".into()],
+            orphans_ended: 2,
+            torn_line: true,
+            forced_changes: vec!["max_rounds".into()],
+        }
+    );
+    match evaluating.run_resumed(&resume, &[]) {
+        Event::RunResumed {
+            in_flight,
+            pending_requests,
+            recovered,
+            ..
+        } => assert_eq!(
+            (in_flight, pending_requests.len(), recovered.len()),
+            (vec![CandidateId(1)], 0, 0)
+        ),
+        other => panic!("a run_resumed: {other:?}"),
+    }
+}
+
+/// The templates as their kind's name, and the candidate the context is about.
+struct NamedTemplates;
+
+impl PromptBuilder for NamedTemplates {
+    fn optimization(&self, context: &ProposalContext) -> Result<RenderedPrompt, String> {
+        rendered("optimization", context.candidate)
+    }
+    fn analysis(&self, context: &AnalysisContext) -> Result<RenderedPrompt, String> {
+        rendered("analysis", context.candidate)
+    }
+    fn refinement(&self, context: &RefinementContext) -> Result<RenderedPrompt, String> {
+        rendered("refinement", context.candidate)
+    }
+    fn seed(&self, context: &SeedContext) -> Result<RenderedPrompt, String> {
+        rendered("seed", context.candidate)
+    }
+    fn reflexion(&self, context: &ReflexionContext) -> Result<RenderedPrompt, String> {
+        rendered("reflexion", context.candidate)
+    }
+}
+
+fn rendered(template: &str, candidate: CandidateId) -> Result<RenderedPrompt, String> {
+    Ok(RenderedPrompt {
+        system: template.into(),
+        user: format!("about {candidate}"),
+    })
+}
+
+/// Issue 21: a request's prompt is rendered from the context it was decided with, by the
+/// template of its kind; a decision that asks nothing has no prompt.
+#[test]
+fn each_request_is_rendered_by_the_template_of_its_kind() {
+    let prompts = |decisions: Vec<Decision>| -> Vec<String> {
+        decisions
+            .iter()
+            .map(|decision| match decision.prompt(&NamedTemplates) {
+                Some((id, Ok(prompt))) => format!("{id}: {} {}", prompt.system, prompt.user),
+                Some((id, Err(why))) => format!("{id}: {why}"),
+                None => format!("no prompt for {}", describe(decision)),
+            })
+            .collect()
+    };
+    let mut state = SearchState::new(one_proposal(1));
+    assert_eq!(
+        prompts(state.apply(&started("k0"))),
+        ["no prompt for evaluate 0 on 0, attempt 0: k0"]
+    );
+    let asked: Vec<String> = prompts(state.apply(&verified(0, 0, 8.0)));
+    assert_eq!(asked.last().unwrap(), "r1-c0-analysis: analysis about 0");
+    let asked = prompts(state.apply(&analysed(0, 1, &["memory"])));
+    assert_eq!(asked.last().unwrap(), "r1-c1: optimization about 1");
+    state.apply(&code(1, 0, "k1"));
+    let failed = evaluated(1, 0, 0, EvaluationOutcome::WrongOutput, None);
+    let asked = prompts(state.apply(&failed));
+    assert!(
+        asked.contains(&"r1-c1-refine1: refinement about 1".to_string()),
+        "{asked:?}"
+    );
+}
+
+/// Issue 21: a lost agent is news while one of its devices is in service; its restart serves
+/// them again, or its failure retires them, by the records the state makes.
+#[test]
+fn a_lost_agent_is_news_once_and_its_restart_serves_again_or_retires_its_devices() {
+    let mut state = SearchState::new(config(1, 1, 1, 3, Pacing::Rounds));
+    state.apply(&started("k0"));
+    let node = [DeviceId(1), DeviceId(2)];
+    assert!(state.any_in_service(&node));
+    state.apply(&Event::AgentRestarting {
+        node: "n2".into(),
+        devices: node.to_vec(),
+        reason: "the agent of n2 is gone".into(),
+    });
+    assert!(!state.any_in_service(&node), "reported once, by the first");
+    let mut served = state.clone();
+    let back = devices::agent_restarted("n2".into(), node.to_vec(), 1, Ok("4242.1".into()));
+    served.apply(&back);
+    assert!(served.any_in_service(&node));
+    let failed = devices::agent_restarted("n2".into(), node.to_vec(), 1, Err("srun failed".into()));
+    assert_eq!(
+        failed,
+        Event::DevicesLost {
+            devices: node.to_vec(),
+            reason: "srun failed".into()
+        }
+    );
+    state.apply(&failed);
+    assert!(state.is_retired(DeviceId(1)) && state.is_retired(DeviceId(2)));
 }
 
 /// Beam 2 × 2 on three devices: round 1's four candidates from the initial kernel (8 ms), each

@@ -9,9 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use actix::Actor;
 use actors::journal::{Event, History, StartupStepName};
-use actors::manager::{ManagerSettings, Resume};
+use actors::manager::ManagerSettings;
 use actors::ports::LlmProvider;
-use actors::search_state::{Generation, SearchConfig, SeedsKept};
+use actors::search_state::{Generation, Resume, SearchConfig, SeedsKept};
 use actors::supervisor::{RunIo, RunPlan, Supervisor, WorkPorts};
 use tokio::sync::oneshot;
 
@@ -441,7 +441,7 @@ pub(crate) fn execute(
                 LlmChoice::Remote { keys, .. } => keys.requests_per_minute,
                 LlmChoice::Replay { .. } => None,
             },
-            reflexions_in_flight: actors::manager::reflexions_in_flight_for(device_count),
+            reflexions_in_flight: actors::search_state::reflexions_in_flight_for(device_count),
             generation: kernel.initial.is_none().then_some(Generation {
                 num_seeds: settings.num_seeds,
                 kept: if settings.all_seeds {

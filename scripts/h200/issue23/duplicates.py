@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""The matvec example with two compiled duplicates of 01_row_tiles.py among its replay
-candidates (scripts/h200/issue23/issue23.sh): 01a renames its Triton kernel, 01b renames it and
-swaps two independent lines. Their tokens differ from 01's, so only their compiled code can tell.
+"""The matvec example with two variants of 01_row_tiles.py among its replay candidates
+(scripts/h200/issue23/issue23.sh): 01a renames its Triton kernel, 01b renames it and swaps two
+independent lines. Their tokens differ from 01's, so only their compiled code can tell: 01a's
+normalized PTX is 01's, 01b's is not (the swap moves instructions; seen on the H200, 2026-12-04).
 
     python3 duplicates.py EXAMPLE_DIR KERNEL_DIR
 """

@@ -69,7 +69,7 @@ struct SourceText {
     /// Its `same_code_key`, worked out the first time it is asked for: a source is compared
     /// with every kernel of the beam it meets and with every earlier proposal, and a resume
     /// meets every proposal of the run, so tokenizing it each time was most of a resume's fold.
-    same_code: OnceLock<String>,
+    same_code: OnceLock<crate::tokens::SameCodeKey>,
 }
 
 impl KernelSource {
@@ -85,7 +85,7 @@ impl KernelSource {
     }
 
     /// Its fingerprint as the same kernel (`tokens::same_code_key`), tokenized once.
-    pub fn same_code_key(&self) -> &str {
+    pub fn same_code_key(&self) -> &crate::tokens::SameCodeKey {
         self.0
             .same_code
             .get_or_init(|| crate::tokens::same_code_key(&self.0.text))

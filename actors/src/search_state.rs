@@ -421,7 +421,7 @@ struct Core {
     references_due: Option<DeviceId>,
     /// Each kernel evaluated (its token stream's key: comments and spacing aside), and the
     /// candidate that brought it first.
-    evaluated_sources: HashMap<String, CandidateId>,
+    evaluated_sources: HashMap<crate::tokens::SameCodeKey, CandidateId>,
     /// The compiled code of each candidate verified and timed, and the first to have it: a
     /// worker holds a copy while it evaluates, to skip the timing of a duplicate.
     timed_code: Arc<BTreeMap<CompiledCode, CandidateId>>,

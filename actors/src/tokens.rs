@@ -9,10 +9,12 @@ use std::fmt::{self, Write as _};
 use rustpython_parser::{Mode, lexer::lex};
 use sha2::{Digest, Sha256};
 
-use crate::journal::{hex, sha256_hex};
+/// A fingerprint of a source's token stream (its SHA-256): equal for the same kernel written
+/// differently. 32 bytes, not hex: a run keeps one for every candidate it made.
+pub type SameCodeKey = [u8; 32];
 
-/// A fingerprint of a source's token stream: equal for the same kernel written differently.
-pub fn same_code_key(source: &str) -> String {
+/// A source's `SameCodeKey`.
+pub fn same_code_key(source: &str) -> SameCodeKey {
     #[cfg(test)]
     TOKENIZED.with(|count| count.set(count.get() + 1));
     // The canonical stream goes straight into the hash: a resume keys every proposal again,
@@ -26,7 +28,7 @@ pub fn same_code_key(source: &str) -> String {
         };
         let _ = writeln!(canonical, "{token:?}");
     }
-    hex(&canonical.0.finalize())
+    canonical.0.finalize().into()
 }
 
 #[cfg(test)]
@@ -45,13 +47,13 @@ impl fmt::Write for HashWriter {
     }
 }
 
-fn text_key(source: &str) -> String {
+fn text_key(source: &str) -> SameCodeKey {
     let lines: Vec<&str> = source
         .lines()
         .map(str::trim_end)
         .filter(|line| !line.is_empty())
         .collect();
-    sha256_hex(&format!("text\n{}", lines.join("\n")))
+    Sha256::digest(format!("text\n{}", lines.join("\n"))).into()
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ impl Core {
     /// A candidate's new code goes to its device.
     pub(super) fn take_code(&mut self, id: CandidateId, code: KernelSource, out: &mut Out) {
         self.evaluated_sources
-            .entry(code.same_code_key().to_string())
+            .entry(*code.same_code_key())
             .or_insert(id);
         self.caches_held.insert(id);
         let Some(candidate) = self.candidates.get_mut(&id) else {
